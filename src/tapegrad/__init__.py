@@ -1,0 +1,51 @@
+"""tapegrad: differentiate ordinary NumPy code, unchanged.
+
+A tracer array enters your function, NumPy hands every call on it to the
+tracer through its override protocols (NEP 13 and NEP 18), the tracer records
+each call on a tape, and one vectorized backward pass walks the tape.
+
+>>> import numpy as np, tapegrad as tg
+>>> def f(x):
+...     return np.sum(np.sin(x) * x)
+>>> tg.grad(f)(np.array([0.0, 1.0]))
+array([0.        , 1.38177329])
+"""
+
+from .tracer import Tracer
+from . import rules as _rules  # noqa: F401  (registers the derivative table)
+from .api import batch_jacobian, gradients, grad, hessian, jacobian, jacrev, stop_gradient, value_and_grad, vjp
+from .errors import (
+    GradientDroppedError,
+    NonDifferentiableArgumentError,
+    TapeError,
+    TapegradError,
+    UnsupportedFunctionError,
+)
+from .gradient_tape import GradientTape
+from .registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tracer",
+    "GradientTape",
+    "grad",
+    "value_and_grad",
+    "vjp",
+    "jacobian",
+    "jacrev",
+    "hessian",
+    "batch_jacobian",
+    "gradients",
+    "stop_gradient",
+    "defvjp",
+    "defcomposite",
+    "defconstant",
+    "CONSTANT_ARG",
+    "TapegradError",
+    "UnsupportedFunctionError",
+    "GradientDroppedError",
+    "NonDifferentiableArgumentError",
+    "TapeError",
+    "__version__",
+]

@@ -1,0 +1,396 @@
+"""The functional API: grad, value_and_grad, vjp, jacobian, hessian, gradients.
+
+Each function creates a fresh tape, watches the chosen arguments, runs the
+user's unchanged NumPy function on tracers, and answers with one backward
+sweep.  Because rules are ordinary NumPy calls, calling one of these inside
+another (``jacobian(grad(f))``) records the inner sweep on the outer tape:
+that is how Hessians and higher derivatives are computed.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .dispatch import strip
+from .errors import TapeError
+from .requests import (
+    batch_jacobian_request,
+    check_unconnected,
+    fresh_results,
+    gradient_request,
+    jacobian_request,
+    resolve,
+)
+from .backward import backward
+from .tape import Tape
+from .tracer import Tracer
+from .tree import flatten, flatten_up_to, tree_map, unflatten
+
+__all__ = [
+    "grad",
+    "value_and_grad",
+    "vjp",
+    "jacobian",
+    "jacrev",
+    "hessian",
+    "batch_jacobian",
+    "gradients",
+    "stop_gradient",
+]
+
+ArgNums = Union[int, Sequence[int]]
+
+
+def stop_gradient(x: Any) -> Any:
+    """Return ``x`` as a constant: no derivative flows through it, at any order.
+
+    Works on arrays and nested lists/tuples/dicts of them.
+    """
+    return tree_map(strip, x)
+
+
+def _normalize_argnums(argnums: ArgNums, nargs: int) -> Tuple[Tuple[int, ...], bool]:
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise ValueError(f"argnums {argnums!r} out of range for a call with {nargs} positional arguments")
+    return tuple(a % nargs for a in nums), single
+
+
+def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_aux: bool):
+    """Watch the chosen arguments on a new tape and call ``fun``.
+
+    Returns ``(tape, out, aux, sources)`` where ``sources`` is a list of
+    ``(structure, leaves)`` per argnum (leaves are the watched tracers or the
+    original non-float values).
+    """
+    nums, single = _normalize_argnums(argnums, len(args))
+    tape = Tape()
+    args = list(args)
+    sources = []
+    for a in nums:
+        leaves, structure = flatten(args[a])
+        watched = [tape.watch(leaf) for leaf in leaves]
+        sources.append((structure, watched))
+        args[a] = unflatten(structure, watched)
+    out = fun(*args, **kwargs)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        out, aux = out
+    return tape, out, aux, sources, single
+
+
+def _lower(value: Any, tape: Tape) -> Any:
+    """Strip ``tape``'s level (and any inner level) from the leaves of ``value``."""
+
+    def lower(v: Any) -> Any:
+        while type(v) is Tracer and v._tape.level >= tape.level:
+            v = v._value
+        return v
+
+    return tree_map(lower, value)
+
+
+def _results_per_arg(sources: list, flat_results: list, single: bool) -> Any:
+    out = []
+    pos = 0
+    for structure, leaves in sources:
+        out.append(unflatten(structure, flat_results[pos : pos + len(leaves)]))
+        pos += len(leaves)
+    return out[0] if single else tuple(out)
+
+
+def _flat_sources(sources: list) -> list:
+    return [leaf for _, leaves in sources for leaf in leaves]
+
+
+def _require_scalar(out: Any, name: str) -> None:
+    if isinstance(out, (list, tuple, dict)) or np.size(out) != 1:
+        shape = "a structure" if isinstance(out, (list, tuple, dict)) else f"shape {np.shape(out)}"
+        raise TypeError(
+            f"{name} needs a function with a scalar output, but it returned {shape}. "
+            "For every derivative use tapegrad.jacobian(f); for the gradient of the sum of "
+            "the outputs (what tf.gradients computes) use tapegrad.gradients(ys, xs) or "
+            "GradientTape.gradient."
+        )
+
+
+def value_and_grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """Return a function computing ``fun``'s value and its gradient.
+
+    Parameters
+    ----------
+    fun : callable
+        Ordinary NumPy code returning a scalar (an array of size 1).
+    argnums : int or sequence of int, default 0
+        Which positional arguments to differentiate.  Arguments may be nested
+        lists/tuples/dicts of arrays; gradients keep their structure.
+    has_aux : bool, default False
+        ``fun`` returns ``(value, aux)``; ``aux`` is passed through undifferentiated.
+
+    Returns
+    -------
+    callable
+        ``(*args, **kwargs) -> (value, grads)`` or ``((value, aux), grads)``.
+        ``grads`` is one array shaped like the argument, or a tuple when
+        ``argnums`` is a sequence.  Integer and boolean arguments get zeros.
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
+        _require_scalar(out, "grad")
+        flat = _flat_sources(sources)
+        results = gradient_request(tape, [out], flat, None, (), "zero")
+        results = fresh_results(results)
+        grads = _results_per_arg(sources, results, single)
+        value = _lower(out, tape)
+        if has_aux:
+            return (value, _lower(aux, tape)), grads
+        return value, grads
+
+    return wrapper
+
+
+def grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """Return a function computing the gradient of scalar-valued ``fun``.
+
+    Parameters
+    ----------
+    fun : callable
+        Ordinary NumPy code returning a scalar.
+    argnums : int or sequence of int, default 0
+        Positional argument(s) to differentiate with respect to.
+    has_aux : bool, default False
+        ``fun`` returns ``(value, aux)``; the gradient function then returns ``(grads, aux)``.
+
+    Returns
+    -------
+    callable
+        Same arguments as ``fun``; returns plain ndarrays shaped like the arguments.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.grad(lambda x: x * x)(3.0)
+    array(6.)
+    >>> tg.grad(lambda x, w: np.sum(np.tanh(w * x)), argnums=(0, 1))(np.ones(2), 0.5)[1]
+    array(1.57289547)
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        value, grads = vg(*args, **kwargs)
+        if has_aux:
+            return grads, value[1]
+        return grads
+
+    return wrapper
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
+    """Evaluate ``fun(*primals)`` and return a function for vector-Jacobian products.
+
+    Returns
+    -------
+    out, vjp_fun[, aux]
+        ``vjp_fun(cotangent)`` returns one cotangent per primal (a tuple).  The
+        cotangent may carry extra leading batch axes (``(k,) + out.shape``) to
+        compute ``k`` products in one sweep.  ``vjp_fun`` may be called many times.
+    """
+    tape, out, aux, sources, _ = _trace_call(fun, primals, {}, tuple(range(len(primals))), has_aux)
+    tape.persistent = True
+    flat = _flat_sources(sources)
+    out_leaves, out_structure = flatten(out)
+
+    def vjp_fun(cotangent: Any) -> tuple:
+        cts = flatten_up_to(out_structure, cotangent)
+        if len(cts) != len(out_leaves):
+            raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
+        batch = None
+        for ct, y in zip(cts, out_leaves):
+            extra = np.ndim(ct) - np.ndim(y)
+            if extra < 0 or np.shape(ct)[extra:] != np.shape(y):
+                raise ValueError(f"cotangent shape {np.shape(ct)} does not end with the output shape {np.shape(y)}")
+            b = np.shape(ct)[:extra]
+            if batch is not None and b != batch:
+                raise ValueError("all cotangents must carry the same batch axes")
+            batch = b
+        results = _vjp_batched(tape, out_leaves, flat, cts, batch or ())
+        return tuple(_results_per_arg(sources, fresh_results(results, cts), False))
+
+    value = _lower(out, tape)
+    if has_aux:
+        return value, vjp_fun, _lower(aux, tape)
+    return value, vjp_fun
+
+
+def _vjp_batched(tape: Tape, ys: list, xs: list, cts: list, batch: tuple) -> list:
+    from .backward import backward
+    from .requests import _finish, _source_nodes
+
+    roots, seeds = [], []
+    for y, ct in zip(ys, cts):
+        t = resolve(y, tape)
+        if t is not None:
+            roots.append((t._node, t._out))
+            seeds.append(ct)
+    sources = _source_nodes(tape, xs)
+    found = backward(tape, roots, seeds, [s._node for s in sources if s is not None], batch)
+    return _finish(tape, xs, sources, found, batch, "zero")
+
+
+def jacobian(
+    fun: Callable,
+    argnums: ArgNums = 0,
+    has_aux: bool = False,
+    chunk_size: Optional[int] = None,
+) -> Callable:
+    """Return a function computing the full Jacobian of ``fun`` (reverse mode).
+
+    For an output of shape ``(m1, ..., mk)`` and an argument of shape
+    ``(n1, ..., nl)`` the Jacobian has shape ``(m1, ..., mk, n1, ..., nl)``
+    (rank k + l): ``J[i..., j...] = d out[i...] / d x[j...]``.
+
+    All output basis vectors travel through the backward sweep together as a
+    batch of cotangents: one sweep, not a loop over outputs.
+
+    Parameters
+    ----------
+    fun : callable
+        Ordinary NumPy code; may return an array or a nested structure of arrays.
+    argnums : int or sequence of int, default 0
+    has_aux : bool, default False
+    chunk_size : int, optional
+        Carry at most this many basis vectors per sweep, bounding peak memory
+        to about ``chunk_size / out.size`` of the one-sweep peak.
+
+    Returns
+    -------
+    callable
+        Returns the Jacobian (a tuple of them when ``argnums`` is a sequence;
+        a structure of them when ``fun`` returns a structure).
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
+        tape.persistent = True
+        flat = _flat_sources(sources)
+        out_leaves, out_structure = flatten(out)
+        per_output = []
+        for y in out_leaves:
+            results = fresh_results(jacobian_request(tape, y, flat, "zero", chunk_size))
+            per_output.append(_results_per_arg(sources, results, single))
+        jac = unflatten(out_structure, per_output)
+        if has_aux:
+            return jac, _lower(aux, tape)
+        return jac
+
+    return wrapper
+
+
+jacrev = jacobian
+
+
+def hessian(fun: Callable, argnums: ArgNums = 0, chunk_size: Optional[int] = None) -> Callable:
+    """Return a function computing the Hessian of scalar-valued ``fun``.
+
+    The Hessian is the Jacobian of the traced gradient: shape ``x.shape + x.shape``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    return jacobian(grad(fun, argnums), argnums, chunk_size=chunk_size)
+
+
+def batch_jacobian(fun: Callable, argnums: int = 0, chunk_size: Optional[int] = None) -> Callable:
+    """Per-example Jacobians of a function whose batch rows are independent.
+
+    For ``fun`` mapping ``x`` of shape ``(B, ...)`` to ``y`` of shape ``(B, ...)``
+    where row ``b`` of ``y`` depends only on row ``b`` of ``x``, returns
+    ``J`` of shape ``(B,) + y.shape[1:] + x.shape[1:]`` with
+    ``J[b] = d y[b] / d x[b]``, in one sweep of ``prod(y.shape[1:])`` cotangents.
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tape, out, _, sources, _ = _trace_call(fun, args, kwargs, argnums, False)
+        x = sources[0][1]
+        if len(x) != 1:
+            raise TypeError("batch_jacobian differentiates with respect to one array argument")
+        result = batch_jacobian_request(tape, out, x[0], "zero", chunk_size)
+        return fresh_results([result])[0]
+
+    return wrapper
+
+
+def _find_tape(xs: list) -> Tape:
+    tapes = {}
+    for x in xs:
+        if type(x) is Tracer:
+            tapes[x._tape.level] = x._tape
+    if not tapes:
+        raise TapeError(
+            "gradients(ys, xs): none of xs is traced. Differentiate with respect to values "
+            "returned by GradientTape.watch (or computed from them)."
+        )
+    # The lowest level among xs: higher-level tracers are unwrapped down to it.
+    return tapes[min(tapes)]
+
+
+def gradients(
+    ys: Any,
+    xs: Any,
+    grad_ys: Any = None,
+    stop_gradients: Any = None,
+    unconnected_gradients: str = "none",
+) -> Any:
+    """The derivative of ``sum(ys)`` with respect to each of ``xs``, as ``tf.gradients``.
+
+    Parameters
+    ----------
+    ys : array or nested structure of arrays
+        Targets computed from traced values.  Their *sum* (over all elements
+        and all targets) is differentiated.
+    xs : array or nested structure of arrays
+        Traced values (watched, or intermediate results).
+    grad_ys : same structure as ``ys``, optional
+        Weights of the sum: the result is
+        ``d(sum_i sum(grad_ys[i] * ys[i])) / d x``, a vector-Jacobian product.
+    stop_gradients : array or structure of arrays, optional
+        Intermediate values held constant (partial, not total, derivatives).
+    unconnected_gradients : {"none", "zero"}
+        What an x that no y depends on gets: ``None`` or zeros shaped like x.
+
+    Returns
+    -------
+    list or structure
+        One result per x, shaped like x, in the structure of ``xs`` (a list
+        when ``xs`` is a single array, like ``tf.gradients``).
+
+    Notes
+    -----
+    Works on values recorded by any tape, inside or after its ``with`` block,
+    without the tape object, and does not consume the tape.
+    """
+    unconnected = check_unconnected(unconnected_gradients)
+    y_leaves, y_structure = flatten(ys)
+    single = not isinstance(xs, (list, tuple, dict))
+    x_leaves, structure = flatten([xs] if single else xs)
+    gys = None if grad_ys is None else flatten_up_to(y_structure, grad_ys)
+    stops, _ = flatten(stop_gradients) if stop_gradients is not None else ([], None)
+    tape = _find_tape(x_leaves)
+    results = gradient_request(tape, y_leaves, x_leaves, gys, stops, unconnected)
+    return unflatten(structure, fresh_results(results, gys or ()))

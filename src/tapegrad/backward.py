@@ -1,0 +1,156 @@
+"""The vectorized reverse sweep.
+
+One walk over the tape, newest node first.  Cotangents may carry leading
+*batch* axes (``()`` for a gradient, ``(m,)`` for a Jacobian chunk), so a
+Jacobian is one sweep, not a loop over outputs.  Two things happen here and
+nowhere else:
+
+* un-broadcasting: a rule returns a cotangent that broadcasts to its
+  argument; the driver sums the broadcast axes away (and casts back to the
+  argument's dtype, taking the real part for a real argument);
+* accumulation: where a value is used several times its cotangents add up.
+  That accumulation, together with a seed of ones, is where the "sum over
+  y" of ``tf.gradients`` happens.
+
+The rules are ordinary NumPy calls, so when the recorded values are tracers
+of an outer tape the sweep itself is recorded there: higher derivatives come
+from the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .tape import Node, Tape
+
+__all__ = ["backward", "fit_cotangent"]
+
+
+def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
+    """Shape ``g`` like ``batch + shape(target)`` and give it ``target``'s dtype.
+
+    Sums the axes that broadcasting added (leading extra axes, and axes where
+    the target has length 1), broadcasts a cotangent that came back smaller,
+    and casts: a complex cotangent of a real value keeps its real part.
+    """
+    tshape = np.shape(target)
+    nb = len(batch)
+    gshape = np.shape(g)
+    if gshape[nb:] != tshape or len(gshape) != nb + len(tshape):
+        extra = len(gshape) - nb - len(tshape)
+        if extra > 0:
+            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
+            gshape = np.shape(g)
+        if len(gshape) == nb + len(tshape):
+            axes = tuple(nb + k for k, (gs, ts) in enumerate(zip(gshape[nb:], tshape)) if ts == 1 and gs != 1)
+            if axes:
+                g = np.sum(g, axis=axes, keepdims=True)
+        if np.shape(g) != batch + tshape:
+            g = np.broadcast_to(g, batch + tshape)
+    tdtype = getattr(target, "dtype", None)
+    if tdtype is None:
+        tdtype = np.result_type(target)
+    gdtype = getattr(g, "dtype", None)
+    if gdtype != tdtype:
+        if gdtype is not None and gdtype.kind == "c" and tdtype.kind != "c":
+            g = np.real(g)
+        if getattr(g, "dtype", None) != tdtype:
+            g = g.astype(tdtype) if hasattr(g, "astype") else np.asarray(g, dtype=tdtype)
+    return g
+
+
+def _add(cts: dict, node: Node, out: int, g: Any) -> None:
+    idx = node.index
+    if out < 0:
+        prev = cts.get(idx)
+        cts[idx] = g if prev is None else prev + g
+    else:
+        slots = cts.get(idx)
+        if slots is None:
+            slots = cts[idx] = [None] * node.n_out
+        prev = slots[out]
+        slots[out] = g if prev is None else prev + g
+
+
+def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
+    """Outputs of a multi-output node that received no cotangent get explicit zeros."""
+    return tuple(
+        s if s is not None else np.zeros(batch + np.shape(a), dtype=getattr(a, "dtype", float))
+        for s, a in zip(slots, ans)
+    )
+
+
+def backward(
+    tape: Tape,
+    roots: Sequence[tuple],
+    seeds: Sequence[Any],
+    sources: Iterable[Node],
+    batch: tuple = (),
+    stop: frozenset = frozenset(),
+) -> dict:
+    """Propagate cotangents from ``roots`` back to ``sources`` in one sweep.
+
+    Parameters
+    ----------
+    tape : Tape
+        The tape whose nodes are walked.
+    roots : sequence of (Node, int)
+        The target values as (node, output index) pairs.
+    seeds : sequence of array_like
+        One cotangent per root, shaped ``batch + root.shape``.
+    sources : iterable of Node
+        Nodes whose accumulated cotangent is wanted.
+    batch : tuple of int
+        The leading batch shape that every cotangent carries.
+    stop : frozenset of int
+        Indices of nodes treated as constants (``stop_gradients``).
+
+    Returns
+    -------
+    dict
+        ``{node.index: cotangent}`` for each source reached.  Sources that no
+        cotangent reached are absent.
+    """
+    cts: dict = {}
+    for (node, out), seed in zip(roots, seeds):
+        _add(cts, node, out, seed)
+    if not cts:
+        return {}
+    wanted = {n.index for n in sources}
+    found: dict = {}
+    nodes = tape.nodes
+    start = max(node.index for node, _ in roots)
+    lowest = min(wanted) if wanted else 0
+    for idx in range(start, lowest - 1, -1):
+        g = cts.pop(idx, None)
+        if g is None:
+            continue
+        node = nodes[idx]
+        if idx in wanted:
+            found[idx] = g
+        parents = node.parents
+        if not parents or idx in stop:
+            continue
+        if node.n_out:
+            g = _fill_zeros(g, node.ans, batch)
+        args = node.args
+        kwargs = node.kwargs
+        vjps = node.rule.vjps
+        ans = node.ans
+        seq_cts: dict = {}
+        for argnum, pos, parent, out in parents:
+            if pos < 0:
+                gi = vjps[argnum](g, ans, *args, **kwargs)
+                target = args[argnum]
+            else:
+                per_element = seq_cts.get(argnum)
+                if per_element is None:
+                    per_element = seq_cts[argnum] = vjps[argnum](g, ans, *args, **kwargs)
+                gi = per_element[pos]
+                target = args[argnum][pos]
+            if gi is None:
+                continue
+            _add(cts, parent, out, fit_cotangent(gi, target, batch))
+    return found

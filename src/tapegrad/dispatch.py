@@ -1,0 +1,248 @@
+"""Route a call on tracers to its rule and record it on the right tape.
+
+This is the hot path of tapegrad: every ufunc, NumPy function and operator
+applied to a tracer passes through :func:`record` (primitives), a composite
+implementation, or :func:`call_constant`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
+from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, PRIMITIVE, RULES, Rule, function_name
+from .tape import Node
+from .tracer import Tracer
+
+__all__ = ["record", "call_rule", "call_constant", "strip", "strip_all", "primitive", "dispatch_function"]
+
+_SEQ = (list, tuple)
+
+
+def strip(value: Any) -> Any:
+    """Unwrap every tracer level of ``value`` (a constant from then on)."""
+    while type(value) is Tracer:
+        value = value._value
+    return value
+
+
+def strip_all(obj: Any) -> Any:
+    """:func:`strip` applied inside lists, tuples and dicts."""
+    t = type(obj)
+    if t is Tracer:
+        return strip(obj)
+    if t is list:
+        return [strip_all(o) for o in obj]
+    if t is tuple:
+        return tuple(strip_all(o) for o in obj)
+    if t is dict:
+        return {k: strip_all(v) for k, v in obj.items()}
+    return obj
+
+
+def _has_tracer(obj: Any) -> bool:
+    t = type(obj)
+    if t is Tracer:
+        return True
+    if t is list or t is tuple:
+        return any(_has_tracer(o) for o in obj)
+    if t is dict:
+        return any(_has_tracer(o) for o in obj.values())
+    return False
+
+
+def _traceable(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype.kind in "fc"
+
+
+def _kwargs_to_positional(rule: Rule, args: tuple, kwargs: dict) -> tuple:
+    """Move keyword arguments that hold tracers into positional slots.
+
+    Rare path: only taken when a tracer is passed by keyword (``np.clip(x, a_min=lo)``).
+    """
+    try:
+        sig = inspect.signature(rule.fun)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError) as exc:  # builtins without a signature
+        raise NonDifferentiableArgumentError(
+            f"{rule.name} received a traced keyword argument that tapegrad cannot place: "
+            f"pass it positionally. ({exc})"
+        ) from None
+    positional = []
+    rest = {}
+    params = list(sig.parameters.values())
+    last = max(
+        (i for i, p in enumerate(params) if p.name in bound.arguments and _has_tracer(bound.arguments[p.name])),
+        default=-1,
+    )
+    for i, p in enumerate(params):
+        if p.name not in bound.arguments:
+            if i <= last:
+                if p.default is inspect.Parameter.empty:
+                    raise NonDifferentiableArgumentError(f"{rule.name}: cannot bind argument {p.name!r}")
+                positional.append(p.default)
+            continue
+        value = bound.arguments[p.name]
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            positional.extend(value)
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            rest.update(value)
+        elif i <= last and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            positional.append(value)
+        else:
+            if _has_tracer(value):
+                raise NonDifferentiableArgumentError(
+                    f"{rule.name}: keyword-only argument {p.name!r} holds a traced value and has no derivative rule"
+                )
+            rest[p.name] = value
+    return tuple(positional), rest
+
+
+def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
+    """Compute a primitive on raw values and record it on the highest tape among its arguments."""
+    tape = None
+    for a in args:
+        t = type(a)
+        if t is Tracer:
+            if tape is None or a._tape.level > tape.level:
+                tape = a._tape
+        elif t is list or t is tuple:
+            for e in a:
+                if type(e) is Tracer and (tape is None or e._tape.level > tape.level):
+                    tape = e._tape
+    if kwargs:
+        for v in kwargs.values():
+            if _has_tracer(v):
+                args, kwargs = _kwargs_to_positional(rule, args, kwargs)
+                return record(rule, args, kwargs)
+    if tape is None:
+        return rule.fun(*args, **kwargs)
+
+    raw = list(args)
+    parents = []
+    vjps = rule.vjps
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is Tracer:
+            if i < len(vjps) and vjps[i] is CONSTANT_ARG:
+                raw[i] = strip(a)
+            elif a._tape is tape:
+                raw[i] = a._value
+                parents.append((i, -1, a._node, a._out))
+        elif (t is list or t is tuple) and a:
+            if i < len(vjps) and vjps[i] is CONSTANT_ARG:
+                raw[i] = strip_all(a)
+                continue
+            elems = None
+            for j, e in enumerate(a):
+                if type(e) is Tracer and e._tape is tape:
+                    if elems is None:
+                        elems = list(a)
+                    elems[j] = e._value
+                    parents.append((i, j, e._node, e._out))
+            if elems is not None:
+                raw[i] = elems if t is list else tuple(elems)
+    raw = tuple(raw)
+    ans = rule.fun(*raw, **kwargs)
+    if not tape.recording or not parents:
+        return ans
+    for p in parents:
+        if p[0] >= len(vjps) or vjps[p[0]] is None:
+            raise NonDifferentiableArgumentError(
+                f"argument {p[0]} of {rule.name} carries no gradient in tapegrad, but a traced value "
+                f"was passed there. Pass a constant (tapegrad.stop_gradient(x)) or register a rule."
+            )
+    nodes = tape.nodes
+    if type(ans) is tuple or type(ans) is list or isinstance(ans, tuple):
+        node = Node(len(nodes), rule, raw, kwargs, ans, tuple(parents), len(ans))
+        nodes.append(node)
+        outs = [Tracer(a, node, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
+        if type(ans) is list:
+            return outs
+        if type(ans) is tuple:
+            return tuple(outs)
+        return type(ans)(*outs)  # a named tuple such as SVDResult
+    if not _traceable(ans):
+        return ans
+    node = Node(len(nodes), rule, raw, kwargs, ans, tuple(parents))
+    nodes.append(node)
+    return Tracer(ans, node, tape)
+
+
+def call_constant(fun: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Call ``fun`` on the raw values: its output carries no gradient."""
+    return fun(*strip_all(args), **strip_all(kwargs))
+
+
+def call_rule(rule: Rule, args: tuple, kwargs: dict) -> Any:
+    """Apply ``rule`` to a call whose arguments hold tracers."""
+    kind = rule.kind
+    if kind is PRIMITIVE:
+        return record(rule, args, kwargs)
+    if kind is COMPOSITE:
+        return rule.impl(*args, **kwargs)
+    if kind is CONSTANT:
+        return call_constant(rule.fun, args, kwargs)
+    raise AssertionError(kind)
+
+
+def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The body of ``Tracer.__array_function__``."""
+    rule = RULES.get(func)
+    if rule is None:
+        raise UnsupportedFunctionError(function_name(func))
+    return call_rule(rule, args, kwargs)
+
+
+def _reject_out(name: str, kwargs: dict) -> None:
+    out = kwargs.get("out")
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise GradientDroppedError(
+            f"{name} was called with out=...: writing a traced result into a preallocated array "
+            "would drop its gradient. Write y = f(x) instead of f(x, out=y) (and y = y + x "
+            "instead of y += x when y is a plain array)."
+        )
+
+
+def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """The body of ``Tracer.__array_ufunc__``."""
+    if "out" in kwargs:
+        _reject_out(f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"), kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    key = ufunc if method == "__call__" else (ufunc, method)
+    rule = RULES.get(key)
+    if rule is None:
+        raise UnsupportedFunctionError(function_name(key))
+    if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
+        raise GradientDroppedError(
+            f"numpy.{ufunc.__name__}(..., where=mask) without out= leaves the masked entries "
+            "uninitialised; write np.where(mask, f(x), fallback) instead."
+        )
+    return call_rule(rule, inputs, kwargs)
+
+
+def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a Python function so that calls with tracers go through its registry rule.
+
+    Used for tapegrad's internal helpers (scatter-add for indexing, ...) and
+    for user functions given a rule by :func:`tapegrad.custom_vjp`.
+    """
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for a in args:
+            if type(a) is Tracer or ((type(a) is list or type(a) is tuple) and _has_tracer(a)):
+                return record(RULES[wrapper], args, kwargs)
+        if kwargs and _has_tracer(kwargs):
+            return record(RULES[wrapper], args, kwargs)
+        return fun(*args, **kwargs)
+
+    wrapper.__name__ = getattr(fun, "__name__", "primitive")
+    wrapper.__qualname__ = getattr(fun, "__qualname__", wrapper.__name__)
+    wrapper.__module__ = getattr(fun, "__module__", "tapegrad")
+    wrapper.__doc__ = getattr(fun, "__doc__", None)
+    wrapper.__wrapped__ = fun
+    return wrapper

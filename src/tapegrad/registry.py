@@ -1,0 +1,152 @@
+"""The one table of derivative rules.
+
+Every NumPy call that reaches a tracer is looked up here, keyed by the
+function object itself (``np.sum``), by a ufunc (``np.sin``, meaning its
+``__call__``), or by ``(ufunc, method)`` for the other ufunc methods
+(``(np.add, "reduce")``).  A rule is one of three kinds:
+
+``primitive``
+    Recorded as one node on the tape.  ``vjps[i]`` is the vector-Jacobian
+    product for positional argument ``i``: ``vjp(g, ans, *args, **kwargs)``
+    where ``g`` is the cotangent of the output *with any number of leading
+    batch axes*, ``ans`` the output and ``args``/``kwargs`` the call's raw
+    values.  A ``None`` entry marks an argument that carries no gradient
+    (an axis, an index).  For an argument that is a sequence of arrays
+    (``np.concatenate``) the VJP returns one cotangent per element.
+``composite``
+    Implemented by other NumPy calls on tracers, so it is recorded as the
+    nodes of those calls (``np.var`` = mean, subtract, square, mean).
+``constant``
+    The output carries no gradient (``np.argmax``, comparisons, ``np.floor``):
+    the function runs on the raw values and returns plain arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Rule",
+    "RULES",
+    "defvjp",
+    "defcomposite",
+    "defconstant",
+    "lookup",
+    "function_name",
+    "CONSTANT_ARG",
+]
+
+#: A ``vjps`` entry for an argument that is non-differentiable by nature (a
+#: condition, an index): a tracer passed there is used as a constant.  A
+#: ``None`` entry instead means "no rule" and a tracer there is an error.
+CONSTANT_ARG = "constant-argument"
+
+PRIMITIVE = "primitive"
+COMPOSITE = "composite"
+CONSTANT = "constant"
+
+
+@dataclass(eq=False)
+class Rule:
+    """How tapegrad handles one NumPy function (or ufunc method)."""
+
+    key: Any
+    kind: str
+    fun: Callable[..., Any]
+    vjps: tuple = ()
+    impl: Optional[Callable[..., Any]] = None
+    name: str = ""
+    #: Extra notes for the coverage table (e.g. "ties split equally").
+    note: str = ""
+    tags: set = field(default_factory=set)
+
+
+RULES: dict = {}
+
+
+def function_name(fun: Any) -> str:
+    """Return the dotted public name of a NumPy function, e.g. ``numpy.linalg.inv``."""
+    if isinstance(fun, tuple):  # (ufunc, method)
+        return f"{function_name(fun[0])}.{fun[1]}"
+    if isinstance(fun, np.ufunc):
+        return f"numpy.{fun.__name__}"
+    module = getattr(fun, "__module__", None) or "numpy"
+    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
+    # NumPy defines most public functions in private modules; show the public path.
+    if module.startswith("numpy"):
+        for public in ("numpy.linalg", "numpy.fft"):
+            if module.startswith(public):
+                return f"{public}.{name}"
+        return f"numpy.{name}"
+    return f"{module}.{name}"
+
+
+def _call_of(key: Any) -> Callable[..., Any]:
+    if isinstance(key, tuple):
+        ufunc, method = key
+        return getattr(ufunc, method)
+    return key
+
+
+def defvjp(fun: Any, *vjps: Optional[Callable[..., Any]], note: str = "") -> Any:
+    """Register the vector-Jacobian products of a function, one per positional argument.
+
+    Parameters
+    ----------
+    fun : callable or ufunc or (ufunc, str)
+        The NumPy (or third-party) function, a ufunc, or a ``(ufunc, method)``
+        pair such as ``(np.add, "reduce")``.
+    *vjps : callable or None
+        ``vjps[i](g, ans, *args, **kwargs)`` returns the cotangent of positional
+        argument ``i`` given the output cotangent ``g``.  ``g`` may carry extra
+        *leading* batch axes; address array axes from the end.  Return a value
+        that broadcasts to ``g.shape[:nb] + np.shape(args[i])``: the backward
+        driver sums broadcast axes away, so rules need not.  ``None`` marks an
+        argument without a rule (a tracer there raises an error);
+        :data:`CONSTANT_ARG` one that carries no gradient by nature (an index, a
+        condition), where a tracer is used as a constant.
+    note : str, optional
+        A remark shown in the coverage table.
+
+    Returns
+    -------
+    fun
+        The function itself, so ``defvjp`` can be used as a decorator helper.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tapegrad.registry import defvjp
+    >>> _ = defvjp(np.cbrt, lambda g, ans, x: g / (3 * ans ** 2))
+    """
+    RULES[fun] = Rule(fun, PRIMITIVE, _call_of(fun), tuple(vjps), name=function_name(fun), note=note)
+    return fun
+
+
+def defcomposite(fun: Any, impl: Callable[..., Any], note: str = "") -> Any:
+    """Register ``impl`` as the traced implementation of ``fun``.
+
+    ``impl`` receives the call's arguments (tracers included) and must compute
+    the same result using NumPy calls that tapegrad can differentiate.
+    """
+    RULES[fun] = Rule(fun, COMPOSITE, _call_of(fun), impl=impl, name=function_name(fun), note=note)
+    return fun
+
+
+def defconstant(*funs: Any, note: str = "") -> None:
+    """Mark functions whose outputs carry no gradient (they return plain arrays)."""
+    for fun in funs:
+        RULES[fun] = Rule(fun, CONSTANT, _call_of(fun), name=function_name(fun), note=note)
+
+
+def lookup(key: Any) -> Optional[Rule]:
+    """Return the rule registered for ``key`` or ``None``."""
+    return RULES.get(key)
+
+
+def registered(kind: Optional[str] = None) -> Sequence[Rule]:
+    """Every registered rule, optionally only those of one kind."""
+    return [r for r in RULES.values() if kind is None or r.kind == kind]

@@ -1,0 +1,230 @@
+"""Answering derivative requests on a tape: gradient (a VJP) and Jacobian.
+
+Both :class:`~tapegrad.gradient_tape.GradientTape` and the functional API
+(:mod:`tapegrad.api`) reduce to these two functions, which prepare seeds,
+call the one backward sweep, and shape the results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from .backward import backward
+from .errors import TapeError
+from .tape import Tape
+from .tracer import Tracer
+
+__all__ = [
+    "resolve",
+    "gradient_request",
+    "jacobian_request",
+    "batch_jacobian_request",
+    "check_unconnected",
+    "fresh_results",
+]
+
+_UNCONNECTED = ("none", "zero")
+
+
+def check_unconnected(unconnected_gradients: Any) -> str:
+    """Accept ``"none"``/``"zero"`` (any case) or an enum whose value is one of them."""
+    value = getattr(unconnected_gradients, "value", unconnected_gradients)
+    value = str(value).lower()
+    if value not in _UNCONNECTED:
+        raise ValueError(f"unconnected_gradients must be 'none' or 'zero', not {unconnected_gradients!r}")
+    return value
+
+
+def resolve(value: Any, tape: Tape) -> Optional[Tracer]:
+    """The tracer of ``tape`` that ``value`` stands for, or ``None`` if it is a constant there.
+
+    Tracers of newer (inner) tapes are unwrapped down to ``tape``'s level.
+    """
+    while type(value) is Tracer and value._tape.level > tape.level:
+        value = value._value
+    if type(value) is Tracer and value._tape is tape:
+        return value
+    return None
+
+
+def _source_nodes(tape: Tape, xs: Sequence[Any]) -> List[Optional[Tracer]]:
+    sources = []
+    for x in xs:
+        t = resolve(x, tape)
+        if t is None:
+            dtype = getattr(x, "dtype", None)
+            if dtype is None:
+                dtype = np.asarray(x).dtype if x is not None else None
+            if dtype is not None and dtype.kind in "fc":
+                raise TapeError(
+                    "a source was never watched: gradients can only be taken with respect to "
+                    "values returned by tape.watch(x) (or the arguments tapegrad.grad traces), "
+                    "or values computed from them."
+                )
+        sources.append(t)
+    return sources
+
+
+def _zeros_like_source(x: Any, batch: tuple) -> Any:
+    if type(x) is Tracer:
+        dtype = x.dtype
+    else:
+        dtype = np.asarray(x).dtype
+    return np.zeros(batch + np.shape(x), dtype=dtype)
+
+
+def _finish(tape: Tape, xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict, batch: tuple, unconnected: str) -> list:
+    results = []
+    for x, t in zip(xs, sources):
+        g = None
+        if t is not None:
+            g = found.get(t._node.index)
+            if g is not None and t._out >= 0:
+                g = g[t._out]
+        if g is None:
+            results.append(_zeros_like_source(x, batch) if unconnected == "zero" else None)
+        else:
+            results.append(g)
+    return results
+
+
+def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
+    """Give each plain result its own writable memory.
+
+    Backward rules may pass a cotangent through unchanged (``d(x + y)``), so
+    two results, or a result and the caller's ``grad_ys``, can be one array.
+    """
+    seen = {id(f) for f in foreign}
+    out = []
+    for r in results:
+        if r is not None and type(r) is not Tracer:
+            if not isinstance(r, np.ndarray):
+                r = np.asarray(r)
+            elif id(r) in seen or not r.flags.owndata or not r.flags.writeable:
+                r = r.copy()
+            seen.add(id(r))
+        out.append(r)
+    return out
+
+
+def gradient_request(
+    tape: Tape,
+    ys: Sequence[Any],
+    xs: Sequence[Any],
+    grad_ys: Optional[Sequence[Any]] = None,
+    stop_gradients: Sequence[Any] = (),
+    unconnected: str = "none",
+) -> list:
+    """d(sum_i sum(grad_ys[i] * ys[i])) / d xs, one result per x (``None`` when unconnected)."""
+    roots, seeds = [], []
+    for i, y in enumerate(ys):
+        t = resolve(y, tape)
+        if t is None:
+            continue
+        gy = None if grad_ys is None else grad_ys[i]
+        if gy is None:
+            seed = np.ones(t.shape, dtype=t.dtype)
+        else:
+            if np.shape(gy) != t.shape:
+                raise ValueError(
+                    f"grad_ys[{i}] has shape {np.shape(gy)} but the target it weights has shape {t.shape}"
+                )
+            seed = gy if type(gy) is Tracer else np.asarray(gy)
+            if seed.dtype.kind not in "fc":
+                seed = seed.astype(t.dtype)
+        roots.append((t._node, t._out))
+        seeds.append(seed)
+    sources = _source_nodes(tape, xs)
+    stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
+    found = backward(tape, roots, seeds, [s._node for s in sources if s is not None], (), stop)
+    return _finish(tape, xs, sources, found, (), unconnected)
+
+
+def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> np.ndarray:
+    seed = np.zeros((stop - start, size), dtype=dtype)
+    rows = np.arange(stop - start)
+    seed[rows, start + rows] = 1
+    return seed.reshape((stop - start,) + shape)
+
+
+def jacobian_request(
+    tape: Tape,
+    y: Any,
+    xs: Sequence[Any],
+    unconnected: str = "none",
+    chunk_size: Optional[int] = None,
+) -> list:
+    """The full Jacobian of ``y`` w.r.t. each x: ``y.shape + x.shape``, one batched sweep per chunk."""
+    t = resolve(y, tape)
+    yshape = np.shape(y)
+    size = int(np.prod(yshape, dtype=np.int64))
+    sources = _source_nodes(tape, xs)
+    if t is None or size == 0:
+        found: dict = {}
+        res = _finish(tape, xs, sources, found, (size,), unconnected)
+        return [None if r is None else np.reshape(r, yshape + np.shape(x)) for r, x in zip(res, xs)]
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError("chunk_size must be a positive integer")
+    step = size if chunk_size is None else int(chunk_size)
+    nodes = [s._node for s in sources if s is not None]
+    pieces: List[list] = []
+    for start in range(0, size, step):
+        stop = min(size, start + step)
+        seed = _basis_chunk(size, start, stop, t.shape, t.dtype)
+        found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,))
+        chunk = _finish(tape, xs, sources, found, (stop - start,), "none")
+        # A chunk of outputs that does not reach x contributes zero rows.
+        pieces.append([(stop - start, r) for r in chunk])
+    results = []
+    for k, x in enumerate(xs):
+        parts = [p[k] for p in pieces]
+        if all(r is None for _, r in parts):
+            results.append(None if unconnected == "none" else _zeros_like_source(x, yshape))
+            continue
+        parts = [r if r is not None else _zeros_like_source(x, (n,)) for n, r in parts]
+        full = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        results.append(np.reshape(full, yshape + np.shape(x)))
+    return results
+
+
+def batch_jacobian_request(
+    tape: Tape,
+    y: Any,
+    x: Any,
+    unconnected: str = "none",
+    chunk_size: Optional[int] = None,
+) -> Any:
+    """Per-row Jacobians of ``y`` (B, ...) w.r.t. ``x`` (B, ...) whose rows are independent.
+
+    Every batch row gets the same basis cotangent at once, so the sweep carries
+    only ``prod(y.shape[1:])`` cotangents instead of ``y.size``.
+    """
+    yshape, xshape = np.shape(y), np.shape(x)
+    if not yshape or not xshape or yshape[0] != xshape[0]:
+        raise ValueError(
+            f"batch_jacobian needs target and source with the same leading batch axis, got {yshape} and {xshape}"
+        )
+    rows, row_shape, xrow = yshape[0], yshape[1:], xshape[1:]
+    size = int(np.prod(row_shape, dtype=np.int64))
+    sources = _source_nodes(tape, [x])
+    t = resolve(y, tape)
+    if t is None or sources[0] is None or size == 0:
+        if unconnected == "none" and size:
+            return None
+        return np.zeros((rows,) + row_shape + xrow, dtype=np.result_type(x))
+    step = size if chunk_size is None else int(chunk_size)
+    if step < 1:
+        raise ValueError("chunk_size must be a positive integer")
+    pieces = []
+    for start in range(0, size, step):
+        stop = min(size, start + step)
+        basis = _basis_chunk(size, start, stop, row_shape, t.dtype)
+        seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
+        found = backward(tape, [(t._node, t._out)], [seed], [sources[0]._node], (stop - start,))
+        (piece,) = _finish(tape, [x], sources, found, (stop - start,), "zero")
+        pieces.append(piece)
+    full = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
+    full = np.moveaxis(full, 0, 1)
+    return np.reshape(full, (rows,) + row_shape + xrow)

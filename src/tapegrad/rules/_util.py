@@ -1,0 +1,52 @@
+"""Small helpers shared by the rule modules.
+
+Rules receive a cotangent ``g`` that may carry extra *leading* batch axes; these
+helpers address array axes from the end so that every rule works for a
+gradient (no batch), a Jacobian (one batch axis) and nested batches alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["batch_ndim", "negative_axes", "unreduce", "swap_last"]
+
+
+def batch_ndim(g: Any, ans: Any) -> int:
+    """Number of leading batch axes ``g`` carries in front of ``ans``'s shape."""
+    return np.ndim(g) - np.ndim(ans)
+
+
+def negative_axes(axis: Optional[Any], ndim: int) -> tuple:
+    """Normalise ``axis`` (None, int or tuple, possibly negative) to sorted negative axes."""
+    if axis is None:
+        return tuple(range(-ndim, 0))
+    if not isinstance(axis, (tuple, list)):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(a, ndim)
+        out.append(a - ndim if a >= 0 else a)
+    return tuple(sorted(out))
+
+
+def unreduce(g: Any, shape: Sequence[int], axis: Optional[Any], keepdims: bool) -> Any:
+    """Broadcast the cotangent of a reduction back to the input's ``shape``.
+
+    ``g`` has shape ``batch + reduced_shape``; the result has shape ``batch + shape``.
+    """
+    shape = tuple(shape)
+    axes = negative_axes(axis, len(shape))
+    if not keepdims and axes:
+        g = np.expand_dims(g, axes)
+    nb = np.ndim(g) - len(shape)
+    return np.broadcast_to(g, np.shape(g)[:nb] + shape)
+
+
+def swap_last(a: Any) -> Any:
+    """Transpose the last two axes (matrix transpose of a stack)."""
+    return np.swapaxes(a, -1, -2)

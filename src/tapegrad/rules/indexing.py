@@ -1,0 +1,145 @@
+"""Indexing, index assignment, selection (``np.where``) and dtype casts.
+
+Reading ``x[index]`` and its adjoint, scattering a cotangent back into
+``x``'s shape, are a pair of primitives (:func:`take_index`, :func:`untake`)
+whose VJPs are each other, so every order of derivative works.  Basic
+indices (slices, integers, ``None``, ``Ellipsis``) are applied to the trailing
+axes behind the batch axes directly; advanced indices (integer arrays,
+boolean masks, mixed) go through the flat positions they select, which
+sidesteps NumPy's rule that moves non-adjacent advanced axes to the front.
+Repeated integer indices accumulate their cotangents.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..dispatch import primitive, strip
+from ..registry import CONSTANT_ARG, defvjp
+
+__all__ = ["getitem", "setitem", "take_index", "untake", "astype"]
+
+
+def _as_tuple(index: Any) -> tuple:
+    return index if type(index) is tuple else (index,)
+
+
+def _is_basic(index: tuple) -> bool:
+    for i in index:
+        if not (i is None or i is Ellipsis or type(i) is slice or type(i) is int or isinstance(i, np.integer)):
+            return False
+    return True
+
+
+def _positions(shape: tuple, index: tuple) -> np.ndarray:
+    """Flat positions in an array of ``shape`` that ``index`` selects, shaped like the result."""
+    return np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+
+
+def _indexed_ndim(shape: tuple, index: tuple) -> int:
+    return np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
+
+
+def _take_index(a: Any, index: tuple, shape: tuple) -> Any:
+    """``a[..., index]`` where ``index`` addresses the trailing ``len(shape)`` axes of ``a``."""
+    nb = np.ndim(a) - len(shape)
+    if _is_basic(index):
+        return a[(slice(None),) * nb + index]
+    pos = _positions(shape, index)
+    flat = np.reshape(a, np.shape(a)[:nb] + (-1,))
+    return flat[(slice(None),) * nb + (pos,)]
+
+
+def _untake(g: Any, index: tuple, shape: tuple) -> Any:
+    """Adjoint of :func:`_take_index`: scatter-add ``g`` into zeros of ``batch + shape``."""
+    nb = np.ndim(g) - _indexed_ndim(shape, index)
+    batch = np.shape(g)[:nb]
+    dtype = np.result_type(g)
+    if _is_basic(index):
+        out = np.zeros(batch + shape, dtype=dtype)
+        out[(slice(None),) * nb + index] = g
+        return out
+    pos = _positions(shape, index).ravel()
+    size = int(np.prod(shape, dtype=np.int64))
+    g = np.broadcast_to(g, batch + _positions(shape, index).shape).reshape(batch + (pos.size,))
+    if np.unique(pos).size == pos.size:
+        out = np.zeros(batch + (size,), dtype=dtype)
+        out[..., pos] = g
+        return out.reshape(batch + shape)
+    # Repeated indices accumulate: one bincount over (batch row, position).
+    rows = int(np.prod(batch, dtype=np.int64))
+    flat_pos = (np.arange(rows)[:, None] * size + pos[None, :]).ravel()
+    g2 = g.reshape(rows * pos.size)
+    total = np.bincount(flat_pos, weights=g2.real, minlength=rows * size)
+    if dtype.kind == "c":
+        total = total + 1j * np.bincount(flat_pos, weights=g2.imag, minlength=rows * size)
+    return total.astype(dtype, copy=False).reshape(batch + shape)
+
+
+take_index = primitive(_take_index)
+untake = primitive(_untake)
+defvjp(take_index, lambda g, ans, a, index, shape: untake(g, index, shape), CONSTANT_ARG, CONSTANT_ARG)
+defvjp(untake, lambda g, ans, x, index, shape: take_index(g, index, shape), CONSTANT_ARG, CONSTANT_ARG)
+
+
+def _getitem(x: Any, index: Any) -> Any:
+    return operator.getitem(x, index)
+
+
+getitem = primitive(_getitem)
+defvjp(
+    getitem,
+    lambda g, ans, x, index: untake(g, _as_tuple(index), np.shape(x)),
+    CONSTANT_ARG,
+)
+
+
+def _setitem(x: Any, index: Any, value: Any) -> Any:
+    """Functional ``x[index] = value``: a new array, ``x`` is untouched."""
+    out = x.copy() if hasattr(x, "copy") else np.array(x)
+    if np.ndim(out) == 0 and not isinstance(out, np.ndarray):
+        out = np.array(out)
+    out[index] = value
+    return out
+
+
+def _setitem_x_vjp(g, ans, x, index, value):
+    written = np.zeros(np.shape(x), dtype=bool)
+    written[index] = True
+    return np.where(written, 0, g)
+
+
+setitem = primitive(_setitem)
+defvjp(
+    setitem,
+    _setitem_x_vjp,
+    CONSTANT_ARG,
+    lambda g, ans, x, index, value: take_index(g, _as_tuple(index), np.shape(x)),
+    note="with repeated indices the last write wins; its gradient goes to every writer",
+)
+
+
+def _astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+    return x.astype(dtype, *args, **kwargs)
+
+
+_astype_primitive = primitive(_astype)
+defvjp(_astype_primitive, lambda g, ans, x, dtype, *args, **kwargs: g)
+
+
+def astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+    """``x.astype(dtype)``; a cast to an integer or boolean dtype is a constant."""
+    if np.dtype(dtype).kind not in "fc":
+        return strip(x).astype(dtype, *args, **kwargs)
+    return _astype_primitive(x, dtype, *args, **kwargs)
+
+
+defvjp(
+    np.where,
+    CONSTANT_ARG,
+    lambda g, ans, cond, x, y: np.where(cond, g, 0),
+    lambda g, ans, cond, x, y: np.where(cond, 0, g),
+)

@@ -1,0 +1,115 @@
+"""The tape: nodes recorded in creation order, and tape levels for nesting.
+
+A :class:`Tape` is a list of :class:`Node` objects.  Nodes are appended as
+calls happen, so the list is already in topological order and the backward
+sweep simply walks it from the end.  Each tape gets a *level* from a global
+counter when it starts recording; a tracer of a tape wraps a value that may
+itself be a tracer of a lower level.  That ordering is what keeps nested
+derivatives (a Hessian, ``d/dx [x * d/dy (x + y)]``) from confusing their
+perturbations: a call is always recorded on the highest-level tape among its
+arguments, and the lower levels see only the raw values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+__all__ = ["Node", "Tape"]
+
+# next() on itertools.count is atomic under the GIL, so threads get distinct levels.
+_levels = itertools.count(1)
+
+
+class Node:
+    """One recorded call.
+
+    Attributes
+    ----------
+    index : int
+        Position on the tape (creation order).
+    rule : Rule or None
+        The registry rule; ``None`` for a source (a watched value).
+    args, kwargs : tuple, dict
+        The call's raw arguments at this tape's level.
+    ans : object
+        The raw output (a tuple for a function with several outputs).
+    parents : tuple of (argnum, position, Node, out)
+        Which arguments were tracers of this tape: ``position`` is the index
+        inside a sequence argument (``-1`` for a plain argument) and ``out`` the
+        output of the parent node that was used (``-1`` for a single output).
+    n_out : int
+        ``0`` for a single output, else the number of outputs.
+    """
+
+    __slots__ = ("index", "rule", "args", "kwargs", "ans", "parents", "n_out")
+
+    def __init__(self, index: int, rule: Any, args: tuple, kwargs: dict, ans: Any, parents: tuple, n_out: int = 0):
+        self.index = index
+        self.rule = rule
+        self.args = args
+        self.kwargs = kwargs
+        self.ans = ans
+        self.parents = parents
+        self.n_out = n_out
+
+    def __repr__(self) -> str:
+        name = self.rule.name if self.rule is not None else "source"
+        return f"<Node {self.index} {name}>"
+
+
+class Tape:
+    """An ordered record of the calls made on the tracers of one level.
+
+    Parameters
+    ----------
+    persistent : bool
+        Whether the tape may answer more than one gradient request.
+    """
+
+    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "__weakref__")
+
+    def __init__(self, persistent: bool = False) -> None:
+        self.nodes: list = []
+        self.level: int = next(_levels)
+        self.recording: bool = True
+        self.persistent = persistent
+        self.consumed = False
+
+    def watch(self, value: Any) -> Any:
+        """Return ``value`` as a tracer recorded by this tape (a source).
+
+        Values whose dtype cannot carry a gradient (integers, booleans) are
+        returned as plain arrays: derivatives with respect to them are zero
+        or ``None``, never junk.
+        """
+        from .tracer import Tracer, as_source_value
+
+        if type(value) is Tracer:
+            if value._tape is self:
+                return value
+            if value._tape.level > self.level:
+                from .errors import TapeError
+
+                raise TapeError(
+                    "cannot watch a value traced by a newer (inner) tape on an older (outer) "
+                    "tape: watch it on the outer tape first, then on the inner one."
+                )
+        value = as_source_value(value)
+        if value is None:
+            return None
+        raw, traceable = value
+        if not traceable:
+            return raw
+        node = Node(len(self.nodes), None, (), {}, raw, ())
+        self.nodes.append(node)
+        return Tracer(raw, node, self)
+
+    def __repr__(self) -> str:
+        return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"
+
+
+def new_tape(persistent: bool = False) -> Tape:
+    """A fresh tape whose level is above every existing tape's."""
+    return Tape(persistent)
+
