@@ -1,0 +1,1 @@
+"""Optional integrations with third-party libraries, each loaded lazily."""

@@ -1,0 +1,3 @@
+"""Derivatives of the fft family (being filled in)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Derivatives of the signal family (being filled in)."""
+
+from __future__ import annotations
