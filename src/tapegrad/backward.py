@@ -123,6 +123,7 @@ def backward(
     nodes = tape.nodes
     start = max(node.index for node, _ in roots)
     lowest = min(wanted) if wanted else 0
+    unbatched = not batch
     for idx in range(start, lowest - 1, -1):
         g = cts.pop(idx, None)
         if g is None:
@@ -142,15 +143,23 @@ def backward(
         seq_cts: dict = {}
         for argnum, pos, parent, out in parents:
             if pos < 0:
-                gi = vjps[argnum](g, ans, *args, **kwargs)
+                gi = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
                 target = args[argnum]
             else:
                 per_element = seq_cts.get(argnum)
                 if per_element is None:
-                    per_element = seq_cts[argnum] = vjps[argnum](g, ans, *args, **kwargs)
+                    per_element = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
+                    seq_cts[argnum] = per_element
                 gi = per_element[pos]
                 target = args[argnum][pos]
             if gi is None:
                 continue
-            _add(cts, parent, out, fit_cotangent(gi, target, batch))
+            # Fast path: a cotangent that already has the target's shape and dtype.
+            try:
+                fits = unbatched and gi.shape == target.shape and gi.dtype == target.dtype
+            except AttributeError:  # a rule returned a Python scalar
+                fits = False
+            if not fits:
+                gi = fit_cotangent(gi, target, batch)
+            _add(cts, parent, out, gi)
     return found

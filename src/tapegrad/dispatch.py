@@ -147,18 +147,50 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
             if elems is not None:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
-    ans = rule.fun(*raw, **kwargs)
+    return _emit(rule, tape, raw, kwargs, rule.fun(*raw, **kwargs), parents)
+
+
+def record_elementwise(rule: Rule, inputs: tuple) -> Any:
+    """Fast path of :func:`record` for a ufunc call: positional inputs, no keywords.
+
+    NumPy only hands a ufunc call to a tracer when a tracer is a top-level
+    input, so there are no sequences of tracers to look into.
+    """
+    tape = None
+    for a in inputs:
+        if type(a) is Tracer and (tape is None or a._tape.level > tape.level):
+            tape = a._tape
+    if tape is None:
+        return rule.fun(*inputs)
+    raw = []
+    parents = []
+    i = 0
+    for a in inputs:
+        if type(a) is Tracer and a._tape is tape:
+            raw.append(a._value)
+            parents.append((i, -1, a._node, a._out))
+        else:
+            raw.append(a)
+        i += 1
+    raw = tuple(raw)
+    return _emit(rule, tape, raw, None, rule.fun(*raw), parents)
+
+
+def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list) -> Any:
+    """Record the node of a computed primitive and wrap its output(s) as tracers."""
     if not tape.recording or not parents:
         return ans
-    for p in parents:
-        if p[0] >= len(vjps) or vjps[p[0]] is None:
-            raise NonDifferentiableArgumentError(
-                f"argument {p[0]} of {rule.name} carries no gradient in tapegrad, but a traced value "
-                f"was passed there. Pass a constant (tapegrad.stop_gradient(x)) or register a rule."
-            )
+    vjps = rule.vjps
+    if None in vjps or parents[-1][0] >= len(vjps):
+        for p in parents:
+            if p[0] >= len(vjps) or vjps[p[0]] is None:
+                raise NonDifferentiableArgumentError(
+                    f"argument {p[0]} of {rule.name} carries no gradient in tapegrad, but a traced value "
+                    f"was passed there. Pass a constant (tapegrad.stop_gradient(x)) or register a rule."
+                )
     nodes = tape.nodes
-    if type(ans) is tuple or type(ans) is list or isinstance(ans, tuple):
-        node = Node(len(nodes), rule, raw, kwargs, ans, tuple(parents), len(ans))
+    if isinstance(ans, (tuple, list)):
+        node = Node(len(nodes), rule, raw, kwargs or None, ans, tuple(parents), len(ans))
         nodes.append(node)
         outs = [Tracer(a, node, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
         if type(ans) is list:
@@ -166,9 +198,10 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
         if type(ans) is tuple:
             return tuple(outs)
         return type(ans)(*outs)  # a named tuple such as SVDResult
-    if not _traceable(ans):
+    dtype = getattr(ans, "dtype", None)
+    if dtype is None or dtype.kind not in "fc":
         return ans
-    node = Node(len(nodes), rule, raw, kwargs, ans, tuple(parents))
+    node = Node(len(nodes), rule, raw, kwargs or None, ans, tuple(parents))
     nodes.append(node)
     return Tracer(ans, node, tape)
 
@@ -217,6 +250,8 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
     rule = RULES.get(key)
     if rule is None:
         raise UnsupportedFunctionError(function_name(key))
+    if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
+        return record_elementwise(rule, inputs)
     if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
         raise GradientDroppedError(
             f"numpy.{ufunc.__name__}(..., where=mask) without out= leaves the masked entries "

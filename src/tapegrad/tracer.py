@@ -63,8 +63,8 @@ class Tracer:
         self._node = node
         self._tape = tape
         self._out = out
-        self._viewof = None
-        self._views = None
+        # _viewof / _views stay unset until slicing makes a view (read with getattr):
+        # most tracers never need them and this constructor is on the hot path.
 
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -188,7 +188,7 @@ class Tracer:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         # ``x[i] += v`` ends with ``x[i] = view``: that view is the writer, not a stale alias.
-        writer = value if type(value) is Tracer and value._viewof is not None else None
+        writer = value if type(value) is Tracer and getattr(value, "_viewof", None) is not None else None
         _write(self, setitem(self, index, value), writer=writer, index=index)
 
     # ------------------------------------------------------------------ methods
@@ -378,7 +378,7 @@ def _is_basic_index(index: Any) -> bool:
 
 def _link_view(base: Tracer, view: Tracer, index: Any) -> None:
     view._viewof = (weakref.ref(base), index)
-    views = base._views
+    views = getattr(base, "_views", None)
     if views is None:
         base._views = [weakref.ref(view)]
     else:
@@ -401,8 +401,9 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
             "an in-place update of a traced array produced an untraced value (inside "
             "stop_recording?); write the update out of place instead."
         )
-    if target._views:
-        stale = [v for v in (r() for r in target._views) if v is not None and v is not writer]
+    views = getattr(target, "_views", None)
+    if views:
+        stale = [v for v in (r() for r in views) if v is not None and v is not writer]
         if stale:
             written = _positions(target.shape, index)
             for view in stale:
@@ -414,26 +415,27 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
                         "y = x.copy(); y[i] = v), or drop the view first."
                     )
     target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
-    if target._viewof is not None:
-        base = target._viewof[0]()
+    viewof = getattr(target, "_viewof", None)
+    if viewof is not None:
+        base = viewof[0]()
         if base is not None:
             # Written through a view: replay the write onto the base, as NumPy would.
-            view_index = target._viewof[1]
+            view_index = viewof[1]
             _write(base, setitem(base, view_index, target), writer=target, index=view_index)
     return target
 
 
 def _binary(ufunc: np.ufunc, a: Any, b: Any) -> Any:
-    rule = RULES.get(ufunc)
-    return record(rule, (a, b), {})
+    # Operators skip NumPy's override machinery: the hot path of small-array code.
+    return record_elementwise(RULES[ufunc], (a, b))
 
 
 def _unary(ufunc: np.ufunc, a: Any) -> Any:
-    return record(RULES[ufunc], (a,), {})
+    return record_elementwise(RULES[ufunc], (a,))
 
 
 # Imported last: these modules import Tracer from here.
-from .dispatch import dispatch_function, dispatch_ufunc, record, strip  # noqa: E402
+from .dispatch import dispatch_function, dispatch_ufunc, record_elementwise, strip  # noqa: E402
 from .registry import RULES  # noqa: E402
 from .rules.indexing import astype, getitem, setitem  # noqa: E402
 from .rules.methods import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
