@@ -1,0 +1,177 @@
+"""Differential fuzzing: random NumPy programs, derivatives against finite differences.
+
+Hypothesis draws programs of 2 to 20 NumPy calls over a pool of values that
+starts with two inputs of random, broadcast-compatible shapes.  Each program
+is checked three ways: its gradient (first order) and Hessian-vector
+products (second order) against central finite differences in float64, and
+its full Jacobian (one batched sweep) against a loop of single VJPs (a second
+implementation inside tapegrad).  float32 programs must keep float32
+gradients.  ``pytest -m fuzz --hypothesis-profile=long`` runs the long profile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import tapegrad as tg
+
+pytestmark = pytest.mark.fuzz
+
+# Smooth operations only: finite differences are meaningless at kinks.
+UNARY = {
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "exp_tanh": lambda v: np.exp(np.tanh(v)),
+    "log1p_sq": lambda v: np.log1p(v * v),
+    "sqrt_sq1": lambda v: np.sqrt(v * v + 1.0),
+    "square": lambda v: np.square(np.tanh(v)),
+    "negative": np.negative,
+    "arctan": np.arctan,
+    "scale": lambda v: v * 0.7,
+    "pow3": lambda v: np.tanh(v) ** 3,
+    "sum_all": np.sum,
+    "mean_last": lambda v: np.mean(v, axis=-1) if v.ndim else v,
+    "sum_first_keep": lambda v: np.sum(v, axis=0, keepdims=True) if v.ndim else v,
+    "max_all": np.max,
+    "transpose": np.transpose,
+    "ravel": np.ravel,
+    "expand": lambda v: np.expand_dims(v, 0),
+    "reverse": lambda v: v[..., ::-1] if v.ndim else v,
+    "first": lambda v: v[0] if v.ndim else v,
+    "tail": lambda v: v[1:] if v.ndim else v,
+    "fancy": lambda v: v[[0, -1, 0]] if v.ndim else v,
+    "cumsum": lambda v: np.cumsum(v, axis=-1) if v.ndim else v,
+    "setitem": lambda v: _setitem(v),
+    "concat_self": lambda v: np.concatenate([v, v * 2.0], axis=-1) if v.ndim else v,
+}
+
+BINARY = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide_safe": lambda a, b: a / (b * b + 1.0),
+    "where_pos": lambda a, b: np.where(a > 0, a, b),
+    "hypot_shift": lambda a, b: np.hypot(a, b + 2.0),
+}
+
+
+def _setitem(v):
+    if not np.ndim(v):
+        return v
+    out = v.copy()
+    out[0] = out[0] * 3.0
+    return out
+
+
+def _broadcastable(a, b) -> bool:
+    try:
+        np.broadcast_shapes(np.shape(a), np.shape(b))
+        return True
+    except ValueError:
+        return False
+
+
+shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
+
+
+@st.composite
+def programs(draw):
+    shape = draw(shapes)
+    # The second input broadcasts against the first: drop leading axes or set some to 1.
+    keep = draw(st.integers(0, len(shape)))
+    other = tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - keep :])
+    steps = []
+    for _ in range(draw(st.integers(2, 20))):
+        if draw(st.booleans()):
+            steps.append(("unary", draw(st.sampled_from(sorted(UNARY)))))
+        else:
+            steps.append(("binary", draw(st.sampled_from(sorted(BINARY))), draw(st.integers(0, 50))))
+    seed = draw(st.integers(0, 2**16))
+    return shape, other, steps, seed
+
+
+def build(steps):
+    """A plain NumPy function of two arrays that runs the drawn steps."""
+
+    def program(x, y):
+        pool = [x, y]
+        for step in steps:
+            a = pool[-1]
+            if np.max(np.abs(a)) > 10:  # eager control flow on a traced value; keeps values bounded
+                a = np.tanh(a)
+            if step[0] == "unary":
+                pool.append(UNARY[step[1]](a))
+            else:
+                partner = pool[step[2] % len(pool)]
+                if _broadcastable(a, partner):
+                    pool.append(BINARY[step[1]](a, partner))
+        return np.tanh(pool[-1]) + 0.1 * np.sum(np.sin(pool[0] * pool[1]))
+
+    return program
+
+
+def _inputs(shape, other, seed, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.5, 1.5, shape).astype(dtype), rng.uniform(-1.5, 1.5, other).astype(dtype)
+
+
+def _fd_directional(f, args, k, u, eps=1e-6):
+    plus = list(args)
+    minus = list(args)
+    plus[k] = args[k] + eps * u
+    minus[k] = args[k] - eps * u
+    return (np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps)
+
+
+@given(programs())
+def test_random_program_gradient_and_hessian(program):
+    shape, other, steps, seed = program
+    f = build(steps)
+    x, y = _inputs(shape, other, seed)
+    loss = lambda x, y: np.sum(f(x, y))  # noqa: E731
+    rng = np.random.default_rng(seed + 1)
+    grads = tg.grad(loss, argnums=(0, 1))(x, y)
+    for k in (0, 1):
+        u = rng.standard_normal(np.shape((x, y)[k]))
+        fd = _fd_directional(loss, (x, y), k, u)
+        assert np.sum(grads[k] * u) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)
+    # Second order: u.H.u from the traced gradient against finite differences of the gradient.
+    u = rng.standard_normal(x.shape)
+
+    def directional_gradient(x):
+        return np.sum(tg.grad(loss)(x, y) * u)
+
+    uhu = np.sum(tg.grad(directional_gradient)(x) * u)
+    fd = _fd_directional(directional_gradient, (x,), 0, u)
+    assert uhu == pytest.approx(float(fd), rel=1e-4, abs=1e-5)
+
+
+@given(programs())
+def test_random_program_jacobian_is_stack_of_vjps(program):
+    shape, other, steps, seed = program
+    f = build(steps)
+    x, y = _inputs(shape, other, seed)
+    J = tg.jacobian(f)(x, y)
+    out, f_vjp = tg.vjp(f, x, y)
+    assert J.shape == np.shape(out) + x.shape
+    flat = J.reshape(np.size(out), *x.shape)
+    for i in range(np.size(out)):
+        e = np.zeros(np.size(out))
+        e[i] = 1.0
+        np.testing.assert_allclose(flat[i], f_vjp(e.reshape(np.shape(out)))[0], rtol=1e-12, atol=1e-12)
+
+
+@given(programs())
+def test_random_program_float32_keeps_dtype(program):
+    shape, other, steps, seed = program
+    f = build(steps)
+    x32, y32 = _inputs(shape, other, seed, np.float32)
+    g32 = tg.grad(lambda x, y: np.sum(f(x, y)), argnums=(0, 1))(x32, y32)
+    g64 = tg.grad(lambda x, y: np.sum(f(x, y)), argnums=(0, 1))(x32.astype(np.float64), y32.astype(np.float64))
+    for a, b in zip(g32, g64):
+        assert a.dtype == np.float32
+        scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * scale)
