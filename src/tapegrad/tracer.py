@@ -80,6 +80,9 @@ class Tracer:
             "the tracer (y = x.copy()) and assign into it with y[i] = v.",
         )
 
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
+
     def __float__(self) -> float:
         raise _drop("float()", "Keep the value as an array: use x.reshape(()) or x[()] instead.")
 
@@ -182,13 +185,21 @@ class Tracer:
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
         out = getitem(self, index)
-        if type(out) is Tracer and _is_basic_index(index) and out.ndim:
+        # NumPy returns a view for basic indexing unless every axis got an integer (a scalar
+        # copy); ``y[1, ...]`` is a 0-d view, recognisable as a 0-d ndarray.
+        if type(out) is Tracer and _is_basic_index(index) and (out.ndim or isinstance(strip(out), np.ndarray)):
             _link_view(self, out, index)
         return out
 
     def __setitem__(self, index: Any, value: Any) -> None:
         # ``x[i] += v`` ends with ``x[i] = view``: that view is the writer, not a stale alias.
-        writer = value if type(value) is Tracer and getattr(value, "_viewof", None) is not None else None
+        # Only a view of exactly the written region is that writer: any other live view
+        # (``w = y[0:3]; y[1:4] = w``) changes under the write and must be checked.
+        writer = None
+        if type(value) is Tracer and getattr(value, "_viewof", None) is not None and _is_basic_index(index):
+            base, view_index = value._viewof
+            if base() is self and view_index == index:
+                writer = value
         _write(self, setitem(self, index, value), writer=writer, index=index)
 
     # ------------------------------------------------------------------ methods
@@ -233,6 +244,10 @@ class Tracer:
 
     def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
         _write(self, np.sort(self, axis=axis, kind=kind, order=order), writer=None)
+
+    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
+        # In place, like ndarray.partition (the generic method fallback would return a copy).
+        _write(self, np.partition(self, kth, axis=axis, kind=kind, order=order), writer=None)
 
     def __getattr__(self, name: str) -> Any:
         # Remaining ndarray methods (sum, mean, max, cumsum, clip, ...) call the

@@ -6,3 +6,7 @@ loaded lazily, the first time a SciPy ufunc reaches a tracer.
 """
 
 from . import ufuncs, reductions, shape, indexing, linalg, fft, signal, nondiff  # noqa: F401
+from . import statistics  # noqa: F401,E402
+from . import selection  # noqa: F401,E402
+from . import contractions  # noqa: F401,E402
+from . import ufunc_methods  # noqa: F401,E402  (last: derives ufunc methods from the rules above)
