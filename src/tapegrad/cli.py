@@ -1,14 +1,23 @@
-"""Command line: ``python -m tapegrad demo``."""
+"""Command line: ``python -m tapegrad demo`` and ``python -m tapegrad check MODULE:FUNCTION``.
+
+``demo`` differentiates example NumPy programs, compares with finite
+differences and draws the tape of one of them; ``check`` surveys and checks
+one of your own functions (see :mod:`tapegrad.check`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["main", "demo"]
+from . import check
+
+__all__ = ["main", "demo", "draw_demo_tape"]
 
 
 def _fd_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -20,12 +29,37 @@ def _fd_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return grad
 
 
-def demo(out=sys.stdout) -> int:
-    """Differentiate real NumPy code and compare with finite differences."""
+def draw_demo_tape(positions: np.ndarray, directory: Optional[str] = None) -> list:
+    """Record the Lennard-Jones energy on a tape and write its picture; return the files written.
+
+    The picture goes to ``directory`` (default: a new temporary directory) as
+    ``tapegrad-demo-tape.dot``, plus ``.svg`` when Graphviz is installed.
+    """
+    import tapegrad as tg
+    from tapegrad.examples import lennard_jones_energy
+    from tapegrad.graph import write_graph
+
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="tapegrad-demo-")
+    with tg.GradientTape() as tape:
+        x = tape.watch(positions)
+        energy = lennard_jones_energy(x)
+    dot = tape.to_dot(targets={"energy": energy}, sources={"positions": x})
+    return write_graph(dot, os.path.join(directory, "tapegrad-demo-tape.dot"))
+
+
+def demo(out=None, graph_dir: Optional[str] = None) -> int:
+    """Differentiate real NumPy code, compare with finite differences, draw the tape."""
+    out = sys.stdout if out is None else out
+    # Print options are scoped so that calling the demo leaves NumPy's state alone.
+    with np.printoptions(precision=5, suppress=True, linewidth=100):
+        return _demo(out, graph_dir)
+
+
+def _demo(out, graph_dir: Optional[str]) -> int:
     import tapegrad as tg
     from tapegrad.examples import lennard_jones_energy
 
-    np.set_printoptions(precision=5, suppress=True, linewidth=100)
     rng = np.random.default_rng(0)
     positions = np.array([[0.0, 0.0, 0.0], [1.1, 0.1, 0.0], [0.5, 1.0, 0.1], [0.4, 0.5, 0.9]])
     positions = positions + 0.01 * rng.standard_normal(positions.shape)
@@ -61,6 +95,14 @@ def demo(out=sys.stdout) -> int:
     err3 = np.max(np.abs(H - H_fd)) / max(1.0, np.max(np.abs(H)))
     p(f"   max relative |Hessian - finite differences of the gradient| = {err3:.2e}\n", file=out)
 
+    files = draw_demo_tape(positions, graph_dir)
+    p("4) The tape recorded for the energy (one box per NumPy call, arrows for data flow):", file=out)
+    for path in files:
+        p(f"   {path}", file=out)
+    if len(files) == 1:
+        p("   (install Graphviz to get an .svg too, or run: dot -Tsvg FILE.dot -o tape.svg)", file=out)
+    p("", file=out)
+
     ok = err1 < 1e-6 and err2 < 1e-6 and err3 < 1e-5
     p("all derivatives agree with finite differences" if ok else "MISMATCH against finite differences", file=out)
     return 0 if ok else 1
@@ -69,8 +111,18 @@ def demo(out=sys.stdout) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tapegrad", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="differentiate real NumPy code and check it against finite differences")
+    demo_parser = sub.add_parser("demo", help="differentiate real NumPy code and check it against finite differences")
+    demo_parser.add_argument("--graph-dir", metavar="DIR", help="where to write the tape picture (default: a temp dir)")
+    check_parser = sub.add_parser(
+        "check",
+        help="survey and check one of your functions: python -m tapegrad check MODULE:FUNCTION --shape 3,4",
+        description=(check.__doc__ or "").split("\n\n>>>")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_arguments(check_parser)
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return demo()
+        return demo(graph_dir=args.graph_dir)
+    if args.command == "check":
+        return check.run(args)
     return 2

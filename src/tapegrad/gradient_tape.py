@@ -91,6 +91,16 @@ class GradientTape:
         """The tracers returned by :meth:`watch`, in order."""
         return tuple(self._watched)
 
+    def to_dot(self, targets: Any = None, sources: Any = None) -> str:
+        """The recorded calls as Graphviz DOT text (see :func:`tapegrad.graph.tape_to_dot`).
+
+        ``targets`` are drawn red, ``sources`` (default: the watched values)
+        green; write a picture with :func:`tapegrad.graph.write_graph`.
+        """
+        from .graph import tape_to_dot
+
+        return tape_to_dot(self, targets, sources)
+
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
         """Within this block, calls on this tape's tracers are computed but not recorded."""
