@@ -1,28 +1,108 @@
-"""Derivatives of matrix products (``matmul``, ``dot``) and linear algebra.
+"""Derivatives of ``matmul`` and of ``numpy.linalg``.
 
 Cotangents carry leading batch axes; matrix rules use ``swapaxes(-1, -2)``
-and broadcasting so that a batch of cotangents (a Jacobian) runs as one
-stacked product.  Where one operand is a vector and the other a single
-matrix, the batched cotangent is multiplied as one 2-D product instead of a
-stack of matrix-vector products (one BLAS call).
+(a view: BLAS reads it through its transpose flag) and broadcasting so that
+a batch of cotangents (a Jacobian) runs as one stacked product.  Where one
+operand is a single matrix, the batched cotangent is folded into the rows of
+one 2-D product (one BLAS call) instead of a stack of small products.
+
+Conventions and limits (also in each rule's ``note``):
+
+* ``cholesky``, ``eigh``, ``eigvalsh`` read one triangle of their input
+  (NumPy passes ``UPLO``/``upper`` to LAPACK), so the gradient is exactly that:
+  it lives on the triangle that was read, with off-diagonal entries carrying
+  both symmetric halves.  For an input built symmetric (``A = X @ X.T``) this
+  equals the symmetrized gradient JAX and autograd report.
+* ``eigh`` and ``svd`` with repeated eigen/singular values: the derivative of
+  the vectors is undefined there, and the rules return ``inf``/``nan`` (as
+  JAX does) rather than an arbitrary number.  Cotangents that are exactly a
+  constant zero (an output the function never used) are skipped, so
+  ``eigvalsh``, ``svd(compute_uv=False)`` and the norms built on them stay
+  finite at repeated values.
+* ``svd`` differentiates ``full_matrices=False`` (and square matrices); for a
+  non-square matrix with ``full_matrices=True`` the extra singular vectors are
+  not unique and a clear error is raised (also for ``hermitian=True``).  ``qr`` supports ``'reduced'``,
+  ``'r'`` and, where it equals the reduced one, ``'complete'``.
+* ``eig``/``eigvals``: eigenvalues only, first order (a cotangent on the
+  eigenvectors raises); ``eigvals`` of a real matrix may be complex.
+* Decompositions (``cholesky``, ``qr``, ``eigh``, ``svd``, ``pinv``, ``lstsq``)
+  are real-only; ``inv``, ``det``, ``slogdet``, ``solve`` also take complex input.
+* Unsupported options raise :class:`~tapegrad.errors.NonDifferentiableArgumentError`.
+* Norms give the subgradient 0 at the zero vector; ``pinv``/``lstsq`` assume
+  the numerical rank does not change under a small perturbation.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
+from typing import Any
+
 import numpy as np
 
-from ..errors import UnsupportedFunctionError
-from ..registry import defcomposite, defvjp
-from ._util import swap_last
+from ..dispatch import primitive, strip
+from ..errors import NonDifferentiableArgumentError
+from ..registry import defcomposite, defconstant, defvjp
+from ._util import negative_axes, swap_last, unreduce
+
+# ---------------------------------------------------------------- helpers
 
 
+def _real_dtype(x: Any) -> np.dtype:
+    return np.finfo(np.result_type(x)).dtype
+
+
+def _eye(n: int, like: Any) -> np.ndarray:
+    return np.eye(n, dtype=_real_dtype(like))
+
+
+@functools.lru_cache(maxsize=256)
+def _half_tri(n: int, lower: bool, dtype: np.dtype) -> np.ndarray:
+    """1 strictly inside one triangle, 1/2 on the diagonal, 0 in the other triangle."""
+    m = np.tri(n, dtype=dtype) - 0.5 * np.eye(n, dtype=dtype)
+    m.flags.writeable = False
+    return m if lower else m.T
+
+
+def _absent(g: Any) -> bool:
+    """True for a cotangent that is a plain constant zero (an output nobody used)."""
+    return type(g) is np.ndarray and not g.any()
+
+
+def _not_differentiable(name: str, why: str) -> NonDifferentiableArgumentError:
+    return NonDifferentiableArgumentError(f"tapegrad cannot differentiate {name} here: {why}")
+
+
+def _real_only(name: str, a: Any) -> None:
+    if np.iscomplexobj(a):
+        raise _not_differentiable(name, "complex input (tapegrad differentiates it for real matrices only).")
+
+
+def _tri_cotangent(m: Any, lower: bool) -> Any:
+    """Map the gradient ``m`` of a symmetric-input function onto the triangle it read.
+
+    Off-diagonal entries of the read triangle get ``m_ij + m_ji``, the
+    diagonal ``m_ii`` and the unread triangle 0.
+    """
+    return (m + swap_last(m)) * _half_tri(np.shape(m)[-1], lower, _real_dtype(m))
+
+
+def _rows_times(g: Any, m: Any) -> Any:
+    """``g @ m`` for a 2-D ``m``: every leading axis of ``g`` folds into rows (one BLAS call)."""
+    if np.ndim(g) <= 2:
+        return g @ m
+    shape = np.shape(g)
+    return np.reshape(np.reshape(g, (-1, shape[-1])) @ m, shape[:-1] + (np.shape(m)[-1],))
+
+
+# ---------------------------------------------------------------- matmul
 def _matmul_x(g, ans, x, y, **kwargs):
     xd, yd = np.ndim(x), np.ndim(y)
     if xd == 1 and yd == 1:  # ans = x . y, g is batch-shaped
         return g[..., None] * y
-    if xd == 1:  # ans[..., m] = sum_k x[k] y[..., k, m]
-        if yd == 2:
-            return g @ swap_last(y)
+    if yd == 2:  # covers x 1-D (ans[..., m] = sum_k x[k] y[k, m]) and stacked x
+        return _rows_times(g, swap_last(y))
+    if xd == 1:
         return (y @ g[..., None])[..., 0]
     if yd == 1:  # ans[..., n] = sum_k x[..., n, k] y[k]
         return g[..., None] * y
@@ -35,26 +115,490 @@ def _matmul_y(g, ans, x, y, **kwargs):
         return g[..., None] * x
     if yd == 1:
         if xd == 2:
-            return g @ x
-        return (g[..., None, :] @ x)[..., 0, :]
+            return _rows_times(g, x)
+        # Stacked x: the stack is summed away, so fold it into one product.
+        nb = np.ndim(g) - np.ndim(ans)
+        k = np.shape(x)[-1]
+        return _rows_times(np.reshape(g, np.shape(g)[:nb] + (-1,)), np.reshape(x, (-1, k)))
     if xd == 1:
         return x[:, None] * g[..., None, :]
+    if yd == 2 and xd > 2:
+        # Stacked x against one matrix: contract the stack and rows in one product.
+        nb = np.ndim(g) - np.ndim(ans)
+        x2 = np.reshape(x, (-1, np.shape(x)[-1]))
+        g2 = np.reshape(g, np.shape(g)[:nb] + (-1, np.shape(g)[-1]))
+        return swap_last(x2) @ g2
     return swap_last(x) @ g
 
 
 defvjp(np.matmul, _matmul_x, _matmul_y)
 
 
-def _dot(a, b, out=None):
-    if out is not None:
-        from ..dispatch import _reject_out
-
-        _reject_out("numpy.dot", {"out": (out,)})
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return np.multiply(a, b)
-    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
-        return np.matmul(a, b)
-    raise UnsupportedFunctionError("numpy.dot", "(N-D operands: use np.tensordot or np.einsum)")
+# ---------------------------------------------------------------- inverse, determinants, solve
+def _inv_vjp(g, ans, a):
+    at = swap_last(ans)
+    return -((at @ g) @ at)
 
 
-defcomposite(np.dot, _dot)
+def _inv_t(a):
+    return swap_last(np.linalg.inv(a))
+
+
+def _det_vjp(g, ans, a):
+    return (g * ans)[..., None, None] * _inv_t(a)
+
+
+def _slogdet_vjp(g, ans, a):
+    g_sign, g_log = g
+    coef = g_log
+    if np.iscomplexobj(a):
+        # The sign exp(i theta) moves with theta = Im(log det): its cotangent enters too.
+        coef = g_log + 1j * np.imag(g_sign * ans[0])
+    return coef[..., None, None] * _inv_t(a)
+
+
+defvjp(np.linalg.inv, _inv_vjp)
+defvjp(np.linalg.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix")
+defvjp(np.linalg.slogdet, _slogdet_vjp, note="sign is constant for real input")
+
+
+def _solve_t(a, rhs, vector):
+    """``solve(a.T, rhs)`` where ``rhs`` carries leading batch axes.
+
+    For a single matrix ``a`` every right-hand side is folded into the columns
+    of one solve (one factorisation) instead of one solve per batch row.
+    """
+    at = swap_last(a)
+    two_d = np.ndim(a) == 2
+    if vector:
+        if np.ndim(rhs) == 1:
+            return np.linalg.solve(at, rhs)
+        if two_d:
+            flat = np.reshape(rhs, (-1, np.shape(a)[-1]))
+            return np.reshape(swap_last(np.linalg.solve(at, swap_last(flat))), np.shape(rhs))
+        return np.linalg.solve(at, rhs[..., None])[..., 0]
+    if two_d and np.ndim(rhs) > 2:
+        moved = np.moveaxis(rhs, -2, 0)
+        x = np.linalg.solve(at, np.reshape(moved, (np.shape(a)[-1], -1)))
+        return np.moveaxis(np.reshape(x, np.shape(moved)), 0, -2)
+    return np.linalg.solve(at, rhs)
+
+
+def _solve_a(g, ans, a, b):
+    vector = np.ndim(b) == 1
+    gb = _solve_t(a, g, vector)
+    if vector:
+        return -(gb[..., :, None] * ans[..., None, :])
+    return -(gb @ swap_last(ans))
+
+
+defvjp(np.linalg.solve, _solve_a, lambda g, ans, a, b: _solve_t(a, g, np.ndim(b) == 1))
+
+
+# ---------------------------------------------------------------- pseudo-inverse and least squares
+def _pinv_cotangent(gx, x, a):
+    """Cotangent of ``a`` given the cotangent ``gx`` of ``x = pinv(a)`` (constant rank).
+
+    ``-X^T G X^T + (I - A X) G^T X X^T + X^T X G^T (I - X A)``.
+    """
+    m, n = np.shape(a)[-2:]
+    xt, gt = swap_last(x), swap_last(gx)
+    term = -((xt @ gx) @ xt)
+    term = term + (_eye(m, a) - a @ x) @ (gt @ (x @ xt))
+    return term + ((xt @ x) @ gt) @ (_eye(n, a) - x @ a)
+
+
+def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, **kwargs):
+    _real_only("numpy.linalg.pinv", a)
+    if not hermitian:
+        return _pinv_cotangent(g, ans, a)
+    # hermitian=True reads the lower triangle only: differentiate at that symmetric matrix.
+    n = np.shape(a)[-1]
+    lower = np.tri(n, dtype=bool)
+    strict = np.tri(n, k=-1, dtype=bool)
+    sym = np.where(lower, a, 0) + swap_last(np.where(strict, a, 0))
+    return _tri_cotangent(_pinv_cotangent(g, ans, sym), True)
+
+
+defvjp(np.linalg.pinv, _pinv_vjp, note="assumes the numerical rank is locally constant")
+
+
+def _lstsq_rcond(a, rcond):
+    if rcond is None:
+        return np.finfo(_real_dtype(a)).eps * max(np.shape(a))
+    if rcond < 0:
+        return np.finfo(_real_dtype(a)).eps
+    return rcond
+
+
+def _svdvals_cotangent(gs, a):
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return (u * gs[..., None, :]) @ vh
+
+
+def _lstsq_a(g, ans, a, b, rcond=None):
+    _real_only("numpy.linalg.lstsq", a)
+    x, res = ans[0], ans[1]
+    gx, gres, gs = g[0], g[1], g[3]
+    pinv = np.linalg.pinv(a, rcond=_lstsq_rcond(a, rcond))
+    vector = np.ndim(b) == 1
+    outer = gx[..., :, None] * b if vector else gx @ swap_last(b)
+    ga = _pinv_cotangent(outer, pinv, a)
+    if np.size(res) and not _absent(gres):
+        # Envelope theorem: d min ||b - a x||^2 / da = -2 r x^T at the minimiser.
+        r = b - a @ x
+        if vector:
+            ga = ga - 2 * gres[..., None] * (r[:, None] * x)
+        else:
+            ga = ga - 2 * ((r * gres[..., None, :]) @ swap_last(x))
+    if not _absent(gs):
+        ga = ga + _svdvals_cotangent(gs, a)
+    return ga
+
+
+def _lstsq_b(g, ans, a, b, rcond=None):
+    _real_only("numpy.linalg.lstsq", a)
+    x, res = ans[0], ans[1]
+    gx, gres = g[0], g[1]
+    pinv = np.linalg.pinv(a, rcond=_lstsq_rcond(a, rcond))
+    vector = np.ndim(b) == 1
+    gb = gx @ pinv if vector else swap_last(pinv) @ gx
+    if np.size(res) and not _absent(gres):
+        r = b - a @ x
+        gb = gb + 2 * (r * (gres if vector else gres[..., None, :]))
+    return gb
+
+
+defvjp(
+    np.linalg.lstsq,
+    _lstsq_a,
+    _lstsq_b,
+    note="solution, residuals and singular values are differentiated (constant rank); rank is an integer",
+)
+
+
+# ---------------------------------------------------------------- Cholesky
+def _cholesky_vjp(g, ans, a, upper=False):
+    _real_only("numpy.linalg.cholesky", a)
+    low, g_low = (swap_last(ans), swap_last(g)) if upper else (ans, g)
+    n = np.shape(a)[-1]
+    # dL = L phi(L^-1 dA L^-T), phi = lower triangle with half diagonal (self-adjoint).
+    p = (swap_last(low) @ g_low) * _half_tri(n, True, _real_dtype(a))
+    linv = np.linalg.inv(low)
+    return _tri_cotangent((swap_last(linv) @ p) @ linv, not upper)
+
+
+defvjp(np.linalg.cholesky, _cholesky_vjp, note="gradient on the triangle NumPy reads")
+
+
+# ---------------------------------------------------------------- QR
+def _qr_reduced_impl(a):
+    return np.linalg.qr(a, mode="reduced")
+
+
+qr_reduced = primitive(_qr_reduced_impl)
+
+
+def _qr_tall_cotangent(q, r, gq, gr):
+    """Cotangent of ``a = q r`` with square ``r`` (``m >= n``)."""
+    n = np.shape(r)[-1]
+    m = r @ swap_last(gr) - swap_last(gq) @ q
+    dtype = _real_dtype(r)
+    lower = np.tri(n, dtype=dtype)
+    strict = np.tri(n, k=-1, dtype=dtype)
+    copyltu = m * lower + swap_last(m * strict)
+    return (gq + q @ copyltu) @ _inv_t(r)
+
+
+def _qr_vjp(g, ans, a):
+    _real_only("numpy.linalg.qr", a)
+    q, r = ans
+    gq, gr = g
+    m, n = np.shape(a)[-2:]
+    if m >= n:
+        return _qr_tall_cotangent(q, r, gq, gr)
+    # Wide: a = [x | y] with x = q r1 square, y = q r2.
+    gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
+    gy = q @ gr2
+    gx = _qr_tall_cotangent(q, r[..., :, :m], gq + a[..., :, m:] @ swap_last(gr2), gr1)
+    return np.concatenate([gx, gy], axis=-1)
+
+
+defvjp(qr_reduced, _qr_vjp)
+
+
+def _qr(a, mode="reduced"):
+    if mode in ("reduced", "r"):
+        res = qr_reduced(a)
+        return res if mode == "reduced" else res[1]
+    m, n = np.shape(a)[-2:]
+    if mode == "complete" and m <= n:
+        return qr_reduced(a)
+    raise _not_differentiable(
+        "numpy.linalg.qr",
+        f"mode={mode!r}. Only 'reduced', 'r', and 'complete' for m <= n are differentiable "
+        "(the extra columns of a complete Q are not unique).",
+    )
+
+
+defcomposite(np.linalg.qr, _qr)
+
+
+# ---------------------------------------------------------------- symmetric eigenproblem
+def _spectral_f(w, like):
+    """``F_ij = 1 / (w_j - w_i)`` off the diagonal, 0 on it (inf where values repeat)."""
+    eye = _eye(np.shape(w)[-1], like)
+    return 1 / (w[..., None, :] - w[..., :, None] + eye) - eye
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):
+    _real_only("numpy.linalg.eigh", a)
+    w, v = ans
+    gw, gv = g
+    inner = gw[..., None, :] * _eye(np.shape(a)[-1], a)
+    if not _absent(gv):
+        inner = inner + _spectral_f(w, a) * (swap_last(v) @ gv)
+    m = (v @ inner) @ swap_last(v)
+    return _tri_cotangent(m, UPLO.upper() == "L")
+
+
+defvjp(
+    np.linalg.eigh,
+    _eigh_vjp,
+    note="gradient on the triangle UPLO names; eigenvector cotangents give inf/nan at repeated eigenvalues",
+)
+defcomposite(np.linalg.eigvalsh, lambda a, UPLO="L": np.linalg.eigh(a, UPLO=UPLO)[0])
+
+
+# ---------------------------------------------------------------- general eigenproblem
+def _eig_vjp(g, ans, a):
+    w, v = ans
+    gw, gv = g
+    if not _absent(gv):
+        raise _not_differentiable(
+            "numpy.linalg.eig",
+            "only the eigenvalues are differentiable. Derivatives through the normalised eigenvectors, "
+            "and so second derivatives, are not implemented; use eigh for symmetric matrices.",
+        )
+    # dw_i = (V^-1 dA V)_ii, holomorphic: cotangent V^-T diag(gw) V^T.
+    vt = swap_last(v)
+    return np.linalg.solve(vt, gw[..., :, None] * vt)
+
+
+defvjp(np.linalg.eig, _eig_vjp, note="eigenvalues only (first order); eigenvector cotangents raise")
+defcomposite(np.linalg.eigvals, lambda a: np.linalg.eig(a)[0], note="first order only")
+
+
+# ---------------------------------------------------------------- SVD
+def _svd_reduced_impl(a):
+    return np.linalg.svd(a, full_matrices=False)
+
+
+svd_reduced = primitive(_svd_reduced_impl)
+
+
+def _svd_vjp(g, ans, a):
+    _real_only("numpy.linalg.svd", a)
+    u, s, vh = ans
+    gu, gs, gvh = g
+    m, n = np.shape(a)[-2:]
+    k = min(m, n)
+    inner = gs[..., None, :] * _eye(k, a)
+    use_u, use_v = not _absent(gu), not _absent(gvh)
+    if use_u or use_v:
+        f = _spectral_f(s * s, a)
+    if use_u:
+        j = f * (swap_last(u) @ gu)
+        inner = inner + (j + swap_last(j)) * s[..., None, :]
+    if use_v:
+        kk = f * (vh @ swap_last(gvh))
+        inner = inner + s[..., :, None] * (kk + swap_last(kk))
+    ga = (u @ inner) @ vh
+    if use_u and m > k:
+        gu_s = gu / s[..., None, :]
+        ga = ga + (gu_s - u @ (swap_last(u) @ gu_s)) @ vh
+    if use_v and n > k:
+        gvh_s = gvh / s[..., :, None]
+        ga = ga + u @ (gvh_s - (gvh_s @ swap_last(vh)) @ vh)
+    return ga
+
+
+defvjp(svd_reduced, _svd_vjp)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        raise _not_differentiable(
+            "numpy.linalg.svd", "hermitian=True (it reads one triangle only); call it with hermitian=False."
+        )
+    res = svd_reduced(a)
+    if not compute_uv:
+        return res[1]
+    m, n = np.shape(a)[-2:]
+    if full_matrices and m != n:
+        raise _not_differentiable(
+            "numpy.linalg.svd",
+            "full_matrices=True for a non-square matrix (the extra singular vectors are not unique); "
+            "pass full_matrices=False.",
+        )
+    return res
+
+
+defcomposite(
+    np.linalg.svd,
+    _svd,
+    note="full_matrices=False (or square); vector cotangents give inf/nan at repeated or zero singular values",
+)
+defcomposite(np.linalg.svdvals, lambda x: svd_reduced(x)[1])
+
+
+# ---------------------------------------------------------------- norms
+def _pnorm_impl(x, p, axis, keepdims):
+    return np.linalg.vector_norm(x, ord=p, axis=axis, keepdims=keepdims)
+
+
+pnorm = primitive(_pnorm_impl)
+
+
+def _pnorm_vjp(g, ans, x, p, axis, keepdims):
+    shape = np.shape(x)
+    r = ans if keepdims else np.expand_dims(ans, axis)
+    safe = np.where(r == 0, 1, r)
+    if p == 2:
+        d = (np.conjugate(x) if np.iscomplexobj(x) else x) / safe
+    else:
+        ax = np.abs(x)
+        nonzero = ax != 0
+        ax_safe = np.where(nonzero, ax, 1)
+        unit = np.conjugate(x) / ax_safe if np.iscomplexobj(x) else np.sign(x)
+        d = np.where(nonzero, unit * (ax_safe / safe) ** (p - 1), 0)
+    return unreduce(g, shape, axis, keepdims) * d
+
+
+defvjp(pnorm, _pnorm_vjp, note="subgradient 0 at the zero vector (and at zero entries for p < 1)")
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    axis = negative_axes(axis, np.ndim(x))
+    if ord is None or ord == 2:
+        return pnorm(x, p=2, axis=axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord == np.inf:
+        return np.max(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:  # a count: piecewise constant
+        return np.linalg.vector_norm(strip(x), ord=0, axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
+    return pnorm(x, p=float(ord), axis=axis, keepdims=keepdims)
+
+
+def _matrix_norm(x, ord, axis, keepdims):
+    nd = np.ndim(x)
+    row, col = (int(a) % nd for a in axis)
+    if row == col:
+        raise ValueError("Duplicate axes given.")
+    if ord is None or ord in ("fro", "f"):
+        return pnorm(x, p=2, axis=negative_axes((row, col), nd), keepdims=keepdims)
+    if ord in (2, -2, "nuc"):
+        s = np.linalg.svd(np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+        out = np.sum(s, axis=-1) if ord == "nuc" else s[..., 0 if ord == 2 else -1]
+        return np.expand_dims(out, (row, col)) if keepdims else out
+    if ord in (1, -1, np.inf, -np.inf):
+        inner, outer = (row, col) if ord in (1, -1) else (col, row)
+        extremum = np.max if ord > 0 else np.min
+        out = extremum(np.sum(np.abs(x), axis=inner, keepdims=True), axis=outer, keepdims=True)
+        return out if keepdims else np.squeeze(out, axis=(row, col))
+    raise ValueError("Invalid norm order for matrices.")
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    nd = np.ndim(x)
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
+            return pnorm(x, p=2, axis=tuple(range(-nd, 0)), keepdims=keepdims)
+        axis = tuple(range(nd))
+    elif not isinstance(axis, tuple):
+        axis = (int(axis),)
+    if len(axis) == 1:
+        return _vector_norm(x, ord, axis, keepdims)
+    if len(axis) == 2:
+        return _matrix_norm(x, ord, axis, keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+defcomposite(np.linalg.norm, _norm, note="subgradient 0 at zero")
+defcomposite(
+    np.linalg.vector_norm,
+    lambda x, axis=None, keepdims=False, ord=2: _vector_norm(x, ord, axis, keepdims),
+    note="subgradient 0 at zero",
+)
+defcomposite(
+    np.linalg.matrix_norm,
+    lambda x, keepdims=False, ord="fro": _matrix_norm(x, ord, (-2, -1), keepdims),
+)
+
+
+def _cond(x, p=None):
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = np.linalg.svd(x, compute_uv=False)
+        return s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    return _matrix_norm(x, p, (-2, -1), False) * _matrix_norm(np.linalg.inv(x), p, (-2, -1), False)
+
+
+defcomposite(np.linalg.cond, _cond)
+
+
+# ---------------------------------------------------------------- composites of the above
+def _matrix_power(a, n):
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    if n == 0:  # the identity: NumPy returns it as integers, and it carries no gradient
+        return np.linalg.matrix_power(strip(a), 0)
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    result, power = None, a
+    while True:  # binary powering
+        if n & 1:
+            result = power if result is None else result @ power
+        n >>= 1
+        if not n:
+            return result
+        power = power @ power
+
+
+def _tensorinv(a, ind=2):
+    shape = np.shape(a)
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
+    rows = int(np.prod(shape[ind:], dtype=np.int64))
+    inv = np.linalg.inv(np.reshape(a, (rows, -1)))
+    return np.reshape(inv, shape[ind:] + shape[:ind])
+
+
+def _tensorsolve(a, b, axes=None):
+    nd = np.ndim(a)
+    if axes is not None:
+        order = list(range(nd))
+        for k in axes:
+            order.remove(k)
+            order.insert(nd, k)
+        a = np.transpose(a, order)
+    x_shape = np.shape(a)[-(nd - np.ndim(b)) :]
+    size = int(np.prod(x_shape, dtype=np.int64))
+    if int(np.prod(np.shape(a), dtype=np.int64)) != size * size:
+        raise np.linalg.LinAlgError(
+            "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])"
+        )
+    x = np.linalg.solve(np.reshape(a, (size, size)), np.ravel(b))
+    return np.reshape(x, x_shape)
+
+
+defcomposite(np.linalg.matrix_power, _matrix_power)
+defcomposite(np.linalg.tensorinv, _tensorinv)
+defcomposite(np.linalg.tensorsolve, _tensorsolve)
+defconstant(np.linalg.matrix_rank)

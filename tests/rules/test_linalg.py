@@ -1,0 +1,368 @@
+"""matmul and numpy.linalg: first and second order, stacked matrices, float32, closed forms."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.errors import NonDifferentiableArgumentError
+from tapegrad.testing import check_grads
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+def well(*shape):
+    """Well-conditioned square matrices (a stack if shape has more than two entries)."""
+    n = shape[-1]
+    return rand(*shape) + n * np.eye(n)
+
+
+def spd(*shape):
+    x = rand(*shape)
+    return x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def crand(*shape):
+    return rand(*shape) + 1j * rand(*shape)
+
+
+def _leaves(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+def check(fun, *args, order=2):
+    """Traced value equals NumPy's, and derivatives match finite differences."""
+    traced, _ = tg.vjp(fun, *args)
+    for t, p in zip(_leaves(traced), _leaves(fun(*args))):
+        np.testing.assert_allclose(t, p, rtol=1e-10, atol=1e-12)
+    check_grads(fun, args, order=order)
+
+
+# ---------------------------------------------------------------- matmul
+@pytest.mark.parametrize(
+    "sa, sb",
+    [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)),
+     ((2, 3, 4), (4,)), ((4,), (2, 4, 3)), ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (2, 4, 5))],
+)
+def test_matmul(sa, sb):
+    check(np.matmul, rand(*sa), rand(*sb))
+    check(lambda a, b: a @ b, rand(*sa), rand(*sb))
+
+
+def test_matmul_jacobian_matches_explicit_form():
+    w1, w2, x = rand(5, 4), rand(3, 5), rand(4)
+
+    def f(x):
+        return np.tanh(w2 @ np.tanh(w1 @ x))
+
+    h1 = np.tanh(w1 @ x)
+    expected = (1 - f(x) ** 2)[:, None] * (w2 @ ((1 - h1**2)[:, None] * w1))
+    np.testing.assert_allclose(tg.jacobian(f)(x), expected, rtol=1e-12)
+    # Jacobian with respect to a weight matrix times a matrix: the folded batched path.
+    x6 = rand(4, 6)
+    jw = tg.jacobian(lambda w: w @ x6)(w1)
+    np.testing.assert_allclose(jw, np.einsum("ik,jl->ijkl", np.eye(5), x6.T))
+
+
+def test_matmul_stacked_against_single_matrix_batched_cotangents():
+    x, w = rand(2, 3, 4), rand(4, 5)
+    jac = tg.jacobian(lambda w: x @ w)(w)
+    np.testing.assert_allclose(jac, np.einsum("sik,jl->sijkl", x, np.eye(5)))
+    jac = tg.jacobian(lambda x: x @ w)(x)
+    np.testing.assert_allclose(jac, np.einsum("st,iu,lj->siltuj", np.eye(2), np.eye(3), w.T))
+
+
+def test_hessian_of_quadratic_form():
+    a, x = rand(4, 4), rand(4)
+    np.testing.assert_allclose(tg.hessian(lambda x: x @ (a @ x))(x), a + a.T, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- inv, det, slogdet, solve
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (1, 1)])
+def test_inv_det_slogdet(shape):
+    a = well(*shape)
+    check(np.linalg.inv, a)
+    check(np.linalg.det, a)
+    check(np.linalg.slogdet, a)
+
+
+def test_complex_inv_det_slogdet_solve():
+    a = crand(3, 3) + 3 * np.eye(3)
+    check(np.linalg.inv, a)
+    check(np.linalg.det, a)
+    check(lambda x: np.linalg.slogdet(x), a)
+    check(np.linalg.solve, a, crand(3))
+
+
+def test_det_logdet_closed_forms():
+    a = well(4, 4)
+    np.testing.assert_allclose(tg.grad(np.linalg.det)(a), np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
+    np.testing.assert_allclose(tg.grad(lambda x: np.linalg.slogdet(x)[1])(a), np.linalg.inv(a).T, rtol=1e-10)
+    # Negative determinant: the sign is constant, log|det| keeps the same gradient.
+    b = a.copy()
+    b[[0, 1]] = b[[1, 0]]
+    assert np.linalg.slogdet(b)[0] < 0
+    np.testing.assert_allclose(tg.grad(lambda x: np.linalg.slogdet(x)[1])(b), np.linalg.inv(b).T, rtol=1e-10)
+    inv = np.linalg.inv(a)
+    np.testing.assert_allclose(tg.grad(lambda x: np.trace(np.linalg.inv(x)))(a), -(inv @ inv).T)
+
+
+@pytest.mark.parametrize(
+    "sa, sb",
+    [((4, 4), (4,)), ((4, 4), (4, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 2)), ((2, 3, 3), (3, 1)),
+     ((3, 3), (2, 3, 2))],
+)
+def test_solve(sa, sb):
+    check(np.linalg.solve, well(*sa), rand(*sb))
+
+
+def test_solve_matches_inverse_jacobian():
+    a, b = well(3, 3), rand(3, 2)
+    ja = tg.jacobian(lambda a: np.linalg.solve(a, b))(a)
+    jb = tg.jacobian(lambda a: np.linalg.inv(a) @ b)(a)
+    np.testing.assert_allclose(ja, jb, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- pinv, lstsq
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 4, 3)])
+def test_pinv(shape):
+    check(np.linalg.pinv, rand(*shape))
+
+
+def test_pinv_hermitian_reads_lower_triangle():
+    a = spd(3, 3)
+    check(lambda x: np.linalg.pinv(x, hermitian=True), a)
+    g = tg.grad(lambda x: np.sum(np.linalg.pinv(x, hermitian=True) * a))(a)
+    np.testing.assert_array_equal(np.triu(g, 1), 0)
+
+
+def test_lstsq():
+    a = rand(6, 3)
+    check(lambda a, b: np.linalg.lstsq(a, b)[0], a, rand(6))
+    check(lambda a, b: np.linalg.lstsq(a, b)[0], a, rand(6, 2))
+    check(lambda a, b: tuple(np.linalg.lstsq(a, b)[k] for k in (0, 1, 3)), a, rand(6))
+    check(lambda a, b: tuple(np.linalg.lstsq(a, b)[k] for k in (0, 1, 3)), a, rand(6, 2))
+    check(lambda a, b: np.linalg.lstsq(a, b)[0], rand(3, 5), rand(3))  # under-determined: minimum norm
+    # Normal equations: x = (A^T A)^-1 A^T b.
+    b = rand(6)
+    expected = tg.jacobian(lambda a: np.linalg.solve(a.T @ a, a.T @ b))(a)
+    np.testing.assert_allclose(tg.jacobian(lambda a: np.linalg.lstsq(a, b)[0])(a), expected, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------- decompositions
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(upper):
+    check(lambda a: np.linalg.cholesky(a, upper=upper), spd(4, 4))
+    check(lambda a: np.linalg.cholesky(a, upper=upper), spd(2, 3, 3))
+    g = tg.grad(lambda a: np.sum(np.linalg.cholesky(a, upper=upper) ** 2))(spd(3, 3))
+    unread = np.triu(g, 1) if not upper else np.tril(g, -1)
+    np.testing.assert_array_equal(unread, 0)  # NumPy reads one triangle only
+
+
+def test_cholesky_of_symmetric_construction_matches_logdet():
+    x = rand(3, 3) + 3 * np.eye(3)
+
+    def logdet_via_chol(x):
+        return 2 * np.sum(np.log(np.diagonal(np.linalg.cholesky(x @ x.T))))
+
+    np.testing.assert_allclose(tg.grad(logdet_via_chol)(x), 2 * np.linalg.inv(x).T, rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 4, 3), (2, 3, 4)])
+def test_qr(shape):
+    a = rand(*shape)
+    check(np.linalg.qr, a)
+    check(lambda x: np.linalg.qr(x, mode="r"), a)
+
+
+def test_qr_modes():
+    check(lambda x: np.linalg.qr(x, mode="complete"), rand(3, 5))
+    for mode, shape in [("complete", (5, 3)), ("raw", (3, 3))]:
+        with pytest.raises(NonDifferentiableArgumentError, match="mode"):
+            tg.grad(lambda x: np.sum(np.linalg.qr(x, mode=mode)[0]))(rand(*shape))
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(uplo):
+    check(lambda a: np.linalg.eigh(a, UPLO=uplo), spd(4, 4))
+    check(lambda a: np.linalg.eigh(a, UPLO=uplo), spd(2, 3, 3))
+    check(lambda a: np.linalg.eigvalsh(a, UPLO=uplo), spd(2, 3, 3))
+    g = tg.grad(lambda a: np.sum(np.linalg.eigh(a, UPLO=uplo)[1][0] ** 2))(spd(3, 3))
+    np.testing.assert_array_equal(np.triu(g, 1) if uplo == "L" else np.tril(g, -1), 0)
+
+
+def test_eigvalsh_closed_form_and_repeated_eigenvalues():
+    a = spd(4, 4)
+    w, v = np.linalg.eigh(a)
+    top = np.outer(v[:, -1], v[:, -1])  # d w_max = v^T dA v, read from the lower triangle
+    expected = np.tril(2 * top, -1) + np.diag(np.diag(top))
+    np.testing.assert_allclose(tg.grad(lambda x: np.linalg.eigvalsh(x)[-1])(a), expected, atol=1e-12)
+    # Repeated eigenvalues: eigenvalue functions stay finite, eigenvector derivatives are inf/nan.
+    eye = np.eye(3)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(np.linalg.eigvalsh(x)))(eye), eye)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(np.linalg.eigh(x)[0] ** 2))(eye), 2 * eye)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert not np.all(np.isfinite(tg.grad(lambda x: np.sum(np.linalg.eigh(x)[1][0]))(eye)))
+
+
+def test_eigvals_first_order():
+    for a in [rand(4, 4), rand(2, 3, 3), spd(3, 3), crand(3, 3)]:
+        traced, _ = tg.vjp(np.linalg.eigvals, a)
+        np.testing.assert_allclose(traced, np.linalg.eigvals(a))
+        check_grads(np.linalg.eigvals, [a], order=1)
+    a = rand(3, 3)
+    # The trace is the sum of the eigenvalues.
+    np.testing.assert_allclose(tg.grad(lambda x: np.real(np.sum(np.linalg.eigvals(x))))(a), np.eye(3), atol=1e-12)
+    with pytest.raises(NonDifferentiableArgumentError, match="eigenvalues"):
+        tg.grad(lambda x: np.real(np.sum(np.linalg.eig(x)[1])))(a)
+    with pytest.raises(NonDifferentiableArgumentError, match="second derivatives"):
+        tg.hessian(lambda x: np.real(np.sum(np.linalg.eigvals(x) ** 2)))(a)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 4, 3), (2, 3, 4)])
+def test_svd(shape):
+    a = rand(*shape)
+    check(lambda x: np.linalg.svd(x, full_matrices=False), a)
+    check(lambda x: np.linalg.svd(x, compute_uv=False), a)
+    check(np.linalg.svdvals, a)
+
+
+def test_svd_square_full_matrices_and_errors():
+    check(np.linalg.svd, rand(3, 3))
+    with pytest.raises(NonDifferentiableArgumentError, match="full_matrices"):
+        tg.grad(lambda x: np.sum(np.linalg.svd(x)[0]))(rand(4, 3))
+    with pytest.raises(NonDifferentiableArgumentError, match="hermitian"):
+        tg.grad(lambda x: np.sum(np.linalg.svd(x, hermitian=True)[1]))(spd(3, 3))
+    with pytest.raises(NonDifferentiableArgumentError, match="complex"):
+        tg.grad(lambda x: np.real(np.sum(np.linalg.svd(x * (1 + 1j), full_matrices=False)[0])))(rand(3, 3))
+
+
+def test_svd_closed_form():
+    a = rand(4, 3)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    top = tg.grad(lambda x: np.linalg.svd(x, compute_uv=False)[0])(a)
+    np.testing.assert_allclose(top, np.outer(u[:, 0], vh[0]), atol=1e-12)
+    np.testing.assert_allclose(tg.grad(lambda x: np.linalg.norm(x, "nuc"))(a), u @ vh, atol=1e-12)
+
+
+# ---------------------------------------------------------------- norms
+VECTOR_ORDS = [None, 2, 1, 3, 0.5, -1, np.inf, -np.inf, 0]
+MATRIX_ORDS = [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("ord", VECTOR_ORDS)
+def test_vector_norms(ord):
+    check(lambda x: np.linalg.norm(x, ord), rand(5))
+    check(lambda x: np.linalg.norm(x, ord, axis=1, keepdims=True), rand(2, 3, 4))
+    check(lambda x: np.linalg.norm(x, ord, axis=-1), rand(2, 3))
+    check(lambda x: np.linalg.vector_norm(x, ord=ord, axis=(0, 2)), rand(2, 3, 4))
+    check(lambda x: np.linalg.vector_norm(x, ord=ord, keepdims=True), rand(2, 3))
+
+
+@pytest.mark.parametrize("ord", MATRIX_ORDS)
+def test_matrix_norms(ord):
+    check(lambda x: np.linalg.norm(x, ord), rand(3, 4))
+    check(lambda x: np.linalg.norm(x, ord, axis=(2, 0), keepdims=True), rand(3, 2, 4))
+    check(lambda x: np.linalg.matrix_norm(x, ord=ord if ord is not None else "fro"), rand(2, 4, 3))
+
+
+def test_norm_defaults_and_complex():
+    check(np.linalg.norm, rand(2, 3, 4))
+    check(lambda x: np.linalg.norm(x, keepdims=True), rand(2, 3))
+    check(np.linalg.norm, np.array(-2.5))
+    check(np.linalg.norm, crand(3, 2))
+    check(lambda x: np.linalg.norm(x, 3), crand(4))
+    check(lambda x: np.linalg.norm(x, "nuc"), rand(3, 3))
+    with pytest.raises(ValueError):
+        tg.grad(lambda x: np.linalg.norm(x, "fro"))(rand(3))
+    with pytest.raises(ValueError):
+        tg.grad(lambda x: np.linalg.norm(x, 2))(rand(2, 2, 2))
+
+
+def test_norm_closed_forms_and_subgradient_at_zero():
+    x = rand(5)
+    np.testing.assert_allclose(tg.grad(np.linalg.norm)(x), x / np.linalg.norm(x))
+    np.testing.assert_allclose(
+        tg.hessian(np.linalg.norm)(x), (np.eye(5) - np.outer(x, x) / (x @ x)) / np.linalg.norm(x), rtol=1e-10
+    )
+    zero = np.zeros(4)
+    for ord in [None, 1, 3, 0.5, np.inf, -np.inf]:
+        np.testing.assert_array_equal(tg.grad(lambda x: np.linalg.norm(x, ord))(zero), zero)
+    np.testing.assert_array_equal(tg.grad(lambda x: np.linalg.norm(x, "fro"))(np.zeros((2, 3))), np.zeros((2, 3)))
+    # Some zero entries, nonzero vector: p > 1 is differentiable there.
+    y = np.array([0.0, 1.0, -2.0])
+    expected = np.sign(y) * y**2 / np.linalg.norm(y, 3) ** 2
+    np.testing.assert_allclose(tg.grad(lambda x: np.linalg.norm(x, 3))(y), expected)
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, "fro", "nuc", np.inf, -np.inf])
+def test_cond(p):
+    check(lambda x: np.linalg.cond(x, p), well(3, 3))
+    check(lambda x: np.linalg.cond(x, p), well(2, 3, 3))
+
+
+# ---------------------------------------------------------------- composites
+@pytest.mark.parametrize("n", [1, 2, 3, 5, -1, -2])
+def test_matrix_power(n):
+    check(lambda x: np.linalg.matrix_power(x, n), well(3, 3))
+    check(lambda x: np.linalg.matrix_power(x, n), well(2, 3, 3))
+
+
+def test_matrix_power_zero_and_errors():
+    a = well(3, 3)
+    np.testing.assert_array_equal(tg.grad(lambda x: np.sum(np.linalg.matrix_power(x, 0) * x))(a), np.eye(3))
+    with pytest.raises(TypeError):
+        tg.grad(lambda x: np.sum(np.linalg.matrix_power(x, 1.5)))(a)
+
+
+def test_tensorinv_tensorsolve():
+    a = np.reshape(well(6, 6), (2, 3, 6))
+    check(lambda x: np.linalg.tensorinv(x, ind=2), a)
+    check(lambda x: np.linalg.tensorinv(x, ind=1), np.reshape(well(6, 6), (6, 2, 3)))
+    check(np.linalg.tensorsolve, np.reshape(well(6, 6), (6, 2, 3)), rand(6))
+    check(lambda a, b: np.linalg.tensorsolve(a, b, axes=(0,)), np.reshape(well(6, 6), (2, 3, 2, 3)), rand(3, 2))
+
+
+def test_matrix_rank_is_constant():
+    a = rand(4, 3)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(x) * np.linalg.matrix_rank(x))(a), np.full((4, 3), 3.0))
+
+
+# ---------------------------------------------------------------- dtype
+FLOAT32_FUNS = {
+    "matmul": lambda a: a @ a,
+    "inv": np.linalg.inv,
+    "det": np.linalg.det,
+    "slogdet": lambda a: np.linalg.slogdet(a)[1],
+    "solve": lambda a: np.linalg.solve(a, a[0]),
+    "pinv": np.linalg.pinv,
+    "lstsq": lambda a: np.linalg.lstsq(a, a[:, 0] + 1)[0],
+    "cholesky": lambda a: np.linalg.cholesky(a @ a.T),
+    "qr": lambda a: np.linalg.qr(a)[0] ** 2,
+    "eigh": lambda a: np.linalg.eigh(a @ a.T)[1] ** 2,
+    "eigvalsh": lambda a: np.linalg.eigvalsh(a @ a.T),
+    "svd": lambda a: np.linalg.svd(a)[0] ** 2,
+    "norm": np.linalg.norm,
+    "norm3": lambda a: np.linalg.norm(a, 3, axis=0),
+    "nuc": lambda a: np.linalg.norm(a, "nuc"),
+    "cond": np.linalg.cond,
+    "matrix_power": lambda a: np.linalg.matrix_power(a, -2),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOAT32_FUNS))
+def test_float32_preserved(name):
+    f = FLOAT32_FUNS[name]
+    a = well(3, 3).astype(np.float32)
+
+    def loss(x):
+        return np.sum(f(x))
+
+    assert tg.grad(loss)(a).dtype == np.float32
+    assert tg.hessian(loss)(a).dtype == np.float32
