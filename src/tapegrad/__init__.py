@@ -22,6 +22,9 @@ from .errors import (
     UnsupportedFunctionError,
 )
 from .gradient_tape import GradientTape
+from .checkpoint import checkpoint
+from .custom import custom_vjp
+from .forward import hvp, jacfwd, jvp
 from .registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
 
 __version__ = "0.1.0"
@@ -29,6 +32,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Tracer",
     "GradientTape",
+    "custom_vjp",
+    "checkpoint",
+    "jvp",
+    "jacfwd",
+    "hvp",
     "grad",
     "value_and_grad",
     "vjp",

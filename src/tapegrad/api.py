@@ -211,7 +211,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
     out_leaves, out_structure = flatten(out)
 
     def vjp_fun(cotangent: Any) -> tuple:
-        cts = flatten_up_to(out_structure, cotangent)
+        cts = [ct if type(ct) is Tracer else np.asarray(ct) for ct in flatten_up_to(out_structure, cotangent)]
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
         batch = None
@@ -252,8 +252,9 @@ def jacobian(
     argnums: ArgNums = 0,
     has_aux: bool = False,
     chunk_size: Optional[int] = None,
+    mode: str = "reverse",
 ) -> Callable:
-    """Return a function computing the full Jacobian of ``fun`` (reverse mode).
+    """Return a function computing the full Jacobian of ``fun`` (reverse mode by default).
 
     For an output of shape ``(m1, ..., mk)`` and an argument of shape
     ``(n1, ..., nl)`` the Jacobian has shape ``(m1, ..., mk, n1, ..., nl)``
@@ -271,6 +272,9 @@ def jacobian(
     chunk_size : int, optional
         Carry at most this many basis vectors per sweep, bounding peak memory
         to about ``chunk_size / out.size`` of the one-sweep peak.
+    mode : {"reverse", "forward"}, default "reverse"
+        ``"forward"`` is :func:`tapegrad.jacfwd` (one sweep of all input basis
+        tangents; cheaper for tall Jacobians, few inputs and many outputs).
 
     Returns
     -------
@@ -278,6 +282,14 @@ def jacobian(
         Returns the Jacobian (a tuple of them when ``argnums`` is a sequence;
         a structure of them when ``fun`` returns a structure).
     """
+    if mode == "forward":
+        if chunk_size is not None:
+            raise ValueError("chunk_size applies to reverse mode only")
+        from .forward import jacfwd
+
+        return jacfwd(fun, argnums, has_aux)
+    if mode != "reverse":
+        raise ValueError(f"mode must be 'reverse' or 'forward', not {mode!r}")
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

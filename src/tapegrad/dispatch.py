@@ -7,7 +7,9 @@ implementation, or :func:`call_constant`.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -165,8 +167,11 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
     raw = []
     parents = []
     i = 0
+    vjps = rule.vjps
     for a in inputs:
-        if type(a) is Tracer and a._tape is tape:
+        if type(a) is Tracer and i < len(vjps) and vjps[i] is CONSTANT_ARG:
+            raw.append(strip(a))  # e.g. the sign source of copysign: used as a constant
+        elif type(a) is Tracer and a._tape is tape:
             raw.append(a._value)
             parents.append((i, -1, a._node, a._out))
         else:
@@ -241,6 +246,31 @@ def _reject_out(name: str, kwargs: dict) -> None:
         )
 
 
+_SPECIAL_LOADED = False
+
+
+def _rule_on_miss(ufunc: np.ufunc, method: str, key: Any) -> Any:
+    """Rare path of :func:`dispatch_ufunc`: rules that are registered on first use.
+
+    SciPy's ufuncs get their rules from ``tapegrad.rules.special``, imported the
+    first time a non-NumPy ufunc misses while SciPy is loaded (tapegrad never
+    imports SciPy itself).  A ufunc method (``reduce``, ``outer``, ``at``, ...)
+    is derived from the ufunc's own rule.
+    """
+    global _SPECIAL_LOADED
+    if not _SPECIAL_LOADED and getattr(ufunc, "__module__", None) != "numpy" and "scipy.special" in sys.modules:
+        _SPECIAL_LOADED = True
+        importlib.import_module("tapegrad.rules.special")
+        rule = RULES.get(key)
+        if rule is not None:
+            return rule
+    if method != "__call__":
+        from .rules.ufunc_methods import derive_method_rule
+
+        return derive_method_rule(ufunc, method)
+    return None
+
+
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """The body of ``Tracer.__array_ufunc__``."""
     if "out" in kwargs:
@@ -249,7 +279,9 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
     key = ufunc if method == "__call__" else (ufunc, method)
     rule = RULES.get(key)
     if rule is None:
-        raise UnsupportedFunctionError(function_name(key))
+        rule = _rule_on_miss(ufunc, method, key)
+        if rule is None:
+            raise UnsupportedFunctionError(function_name(key))
     if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
         return record_elementwise(rule, inputs)
     if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
@@ -263,16 +295,16 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
 def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a Python function so that calls with tracers go through its registry rule.
 
-    Used for tapegrad's internal helpers (scatter-add for indexing, ...) and
-    for user functions given a rule by :func:`tapegrad.custom_vjp`.
+    Used for tapegrad's internal helpers (scatter-add for indexing, ...); the
+    registered rule may be a primitive, a composite or a constant.
     """
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for a in args:
             if type(a) is Tracer or ((type(a) is list or type(a) is tuple) and _has_tracer(a)):
-                return record(RULES[wrapper], args, kwargs)
+                return call_rule(RULES[wrapper], args, kwargs)
         if kwargs and _has_tracer(kwargs):
-            return record(RULES[wrapper], args, kwargs)
+            return call_rule(RULES[wrapper], args, kwargs)
         return fun(*args, **kwargs)
 
     wrapper.__name__ = getattr(fun, "__name__", "primitive")

@@ -13,7 +13,10 @@ arguments, and the lower levels see only the raw values.
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import Any
+
+from .integrations import autoray as _autoray  # never imports autoray itself
 
 __all__ = ["Node", "Tape"]
 
@@ -75,6 +78,8 @@ class Tape:
         self.recording: bool = True
         self.persistent = persistent
         self.consumed = False
+        if not _autoray.registered and "autoray" in sys.modules:
+            _autoray.register()  # lets autoray.do(...) dispatch tracers to NumPy
 
     def watch(self, value: Any) -> Any:
         """Return ``value`` as a tracer recorded by this tape (a source).

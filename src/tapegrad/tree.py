@@ -28,7 +28,9 @@ def flatten(tree: Any) -> Tuple[List[Any], Any]:
         leaves.append(node)
         return _LEAF
 
-    return leaves, walk(tree)
+    structure = walk(tree)
+    del walk  # the closure refers to itself: break that cycle so the leaves are freed at once
+    return leaves, structure
 
 
 def unflatten(structure: Any, leaves: List[Any]) -> Any:
@@ -47,7 +49,9 @@ def unflatten(structure: Any, leaves: List[Any]) -> Any:
             return tuple(build(c) for c in children)
         return kind(*[build(c) for c in children])
 
-    return build(structure)
+    tree = build(structure)
+    del build  # break the self-referencing closure cycle (it holds the leaves)
+    return tree
 
 
 def tree_map(fun: Callable[[Any], Any], tree: Any) -> Any:
@@ -84,4 +88,5 @@ def flatten_up_to(structure: Any, tree: Any) -> List[Any]:
             walk(c, n)
 
     walk(structure, tree)
+    del walk  # break the self-referencing closure cycle (it holds the leaves)
     return out

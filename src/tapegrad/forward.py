@@ -1,0 +1,253 @@
+"""Forward-mode products built from reverse mode: jvp, jacfwd, hvp.
+
+tapegrad only has vector-Jacobian products (VJP) rules.  A Jacobian-vector
+product (JVP) comes from the *transpose trick*: the pullback
+``w -> vjp(f, x)(w) = J^T w`` is linear in the cotangent ``w``, so its own
+VJP, evaluated with ``u`` as cotangent, is ``(J^T)^T u = J u``.  Concretely:
+
+1. trace ``f`` at ``x`` and keep its pullback (tape level L1);
+2. run the pullback on a *watched* placeholder cotangent ``w`` (level L2 >
+   L1), so the backward sweep of ``f`` is recorded on L2; its value is
+   irrelevant because the map is linear in ``w``;
+3. one backward sweep of L2 seeded with the tangents gives ``J u``.
+
+Step 3 accepts tangents with leading batch axes, so ``k`` JVPs (or the
+``n`` basis tangents of :func:`jacfwd`) cost one sweep.  Since every rule is
+ordinary NumPy code, all of this nests: a JVP inside ``grad`` or ``hessian``
+is differentiated like any other code.
+
+:func:`hvp` multiplies the Hessian by vectors without forming it: it is the
+VJP of the traced gradient (reverse over reverse), using the symmetry of the
+Hessian, which costs a small multiple of one gradient.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence, Tuple, Union
+
+import numpy as np
+
+from .api import _normalize_argnums, grad, vjp
+from .tracer import Tracer
+from .tree import flatten, unflatten
+
+__all__ = ["jvp", "jacfwd", "hvp"]
+
+ArgNums = Union[int, Sequence[int]]
+
+
+def _is_float(x: Any) -> bool:
+    dtype = x.dtype if type(x) is Tracer else getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.result_type(x)
+    return dtype.kind in "fc"
+
+
+def _tangent_leaves(primals: tuple, tangents: tuple) -> Tuple[list, tuple]:
+    """Check tangents against primals; return (filled tangent tree, batch shape).
+
+    Tangents of non-float leaves (integers, booleans) are replaced by zeros.
+    """
+    p_leaves, p_structure = flatten(primals)
+    t_leaves, t_structure = flatten(tangents)
+    if t_structure != p_structure:
+        raise ValueError("tangents must have the same structure as primals (one tangent per primal array)")
+    batch = None
+    for p, t in zip(p_leaves, t_leaves):
+        if not _is_float(p) or t is None:
+            continue
+        extra = np.ndim(t) - np.ndim(p)
+        if extra < 0 or np.shape(t)[extra:] != np.shape(p):
+            raise ValueError(f"tangent shape {np.shape(t)} does not end with the primal shape {np.shape(p)}")
+        b = np.shape(t)[:extra]
+        if batch is not None and b != batch:
+            raise ValueError("all tangents must carry the same leading batch axes")
+        batch = b
+    batch = batch or ()
+    filled = [
+        t if _is_float(p) and t is not None else np.zeros(batch + np.shape(p), dtype=np.result_type(p))
+        for p, t in zip(p_leaves, t_leaves)
+    ]
+    return unflatten(p_structure, filled), batch
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
+    """Evaluate ``fun(*primals)`` and its Jacobian-vector product with ``tangents``.
+
+    Parameters
+    ----------
+    fun : callable
+        Ordinary NumPy code; may return an array or a nested structure of arrays.
+    primals : sequence
+        The positional arguments (arrays or nested lists/tuples/dicts of arrays).
+    tangents : sequence
+        One tangent per primal, same structure and shapes.  Every tangent may
+        carry the same extra *leading* batch axes, ``(k,) + x.shape``, to
+        compute ``k`` products in one sweep.  Tangents of integer or boolean
+        primals are ignored (use ``None`` or zeros).
+    has_aux : bool, default False
+        ``fun`` returns ``(output, aux)``; ``aux`` is returned undifferentiated.
+
+    Returns
+    -------
+    out, tangent_out[, aux]
+        ``tangent_out`` has the structure of ``out``, each leaf shaped
+        ``batch + y.shape``: the directional derivative ``J u``.
+
+    Notes
+    -----
+    Computed by the transpose trick (see the module docstring): a forward
+    pass, the backward pass recorded once, and one backward sweep of that
+    record that carries all tangents together.  The result is exact (not a
+    finite difference) and differentiable again.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> out, t = tg.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))
+    >>> t
+    array([ 1., -2.])
+    >>> tg.jvp(lambda x: x ** 3, (2.0,), (np.array([1.0, 10.0]),))[1]
+    array([ 12., 120.])
+    """
+    primals = tuple(primals)
+    tangents = tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
+    tangents, _ = _tangent_leaves(primals, tangents)
+    result = vjp(fun, *primals, has_aux=has_aux)
+    out, pullback = result[0], result[1]
+    out_leaves, out_structure = flatten(out)
+    placeholders = [np.zeros(np.shape(y), dtype=np.result_type(y)) for y in out_leaves]
+
+    def pulled_back(*cotangent_leaves: Any) -> tuple:
+        return pullback(unflatten(out_structure, list(cotangent_leaves)))
+
+    # The pullback is linear in its cotangent: the VJP of that map is J u.
+    _, transpose = vjp(pulled_back, *placeholders)
+    tangent_out = unflatten(out_structure, list(transpose(tangents)))
+    if has_aux:
+        return out, tangent_out, result[2]
+    return out, tangent_out
+
+
+def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """Return a function computing the full Jacobian of ``fun`` in forward mode.
+
+    Same result and layout as :func:`tapegrad.jacobian`: shape
+    ``out.shape + x.shape``.  All ``n = x.size`` basis tangents go through one
+    batched sweep, so the cost grows with the number of *inputs*: prefer it
+    for tall Jacobians (few inputs, many outputs) and :func:`tapegrad.jacobian`
+    (reverse mode, cost grows with the number of outputs) for wide ones.
+
+    Parameters
+    ----------
+    fun : callable
+        Ordinary NumPy code; may return an array or a nested structure of arrays.
+    argnums : int or sequence of int, default 0
+        Positional argument(s) to differentiate (each may be a nested structure).
+    has_aux : bool, default False
+        ``fun`` returns ``(output, aux)``; the Jacobian function returns ``(jac, aux)``.
+
+    Returns
+    -------
+    callable
+        Returns the Jacobian (a tuple of them when ``argnums`` is a sequence,
+        a structure of them when ``fun`` returns a structure).
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> f = lambda x: np.stack([x[0] * x[1], np.sin(x[0]), x[1] ** 2])
+    >>> tg.jacfwd(f)(np.array([0.0, 3.0]))
+    array([[3., 0.],
+           [1., 0.],
+           [0., 6.]])
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nums, single = _normalize_argnums(argnums, len(args))
+        primals = tuple(args[a] for a in nums)
+        leaves, structure = flatten(primals)
+        sizes = [int(np.size(x)) if _is_float(x) else 0 for x in leaves]
+        total = sum(sizes)
+        tangents, offset = [], 0
+        for x, n in zip(leaves, sizes):
+            # Leaf x takes basis vectors offset .. offset + n of one shared batch.
+            t = np.zeros((total, n), dtype=np.result_type(x))
+            t[offset : offset + n] = np.eye(n, dtype=t.dtype)
+            tangents.append(t.reshape((total,) + np.shape(x)))
+            offset += n
+
+        def partial(*dynamic: Any) -> Any:
+            full = list(args)
+            for a, value in zip(nums, dynamic):
+                full[a] = value
+            return fun(*full, **kwargs)
+
+        result = jvp(partial, primals, unflatten(structure, tangents), has_aux=has_aux)
+        t_leaves, out_structure = flatten(result[1])
+        y_leaves, _ = flatten(result[0])
+        per_output = [_split_jacobian(t, y, leaves, sizes, structure, single) for t, y in zip(t_leaves, y_leaves)]
+        jac = unflatten(out_structure, per_output)
+        if has_aux:
+            return jac, result[2]
+        return jac
+
+    return wrapper
+
+
+def _split_jacobian(t_out: Any, y: Any, leaves: list, sizes: list, structure: Any, single: bool) -> Any:
+    """Cut the batched tangent ``(n_total,) + y.shape`` into ``y.shape + x.shape`` blocks."""
+    yshape = np.shape(y)
+    blocks, offset = [], 0
+    for x, n in zip(leaves, sizes):
+        if n == 0 and not _is_float(x):
+            blocks.append(np.zeros(yshape + np.shape(x), dtype=np.result_type(x)))
+            continue
+        block = t_out[offset : offset + n]
+        offset += n
+        block = np.moveaxis(np.reshape(block, (n,) + yshape), 0, -1)
+        blocks.append(np.reshape(block, yshape + np.shape(x)))
+    per_arg = unflatten(structure, blocks)
+    return per_arg[0] if single else per_arg
+
+
+def hvp(fun: Callable) -> Callable:
+    """Return ``h(x, v, *args, **kwargs) = H(x) @ v``, the Hessian of ``fun`` times ``v``.
+
+    The Hessian (with respect to the first argument of scalar-valued ``fun``)
+    is never formed: the product is the VJP of the traced gradient with
+    cotangent ``v`` (reverse over reverse; ``H`` is symmetric), at a cost of a
+    few gradient evaluations.  The signature matches SciPy's ``hessp``
+    (``scipy.optimize.minimize(f, x0, jac=tg.grad(f), hessp=tg.hvp(f))``).
+
+    Parameters
+    ----------
+    fun : callable
+        Scalar-valued NumPy code ``fun(x, *args, **kwargs)``.
+
+    Returns
+    -------
+    callable
+        ``h(x, v, *args, **kwargs)``.  ``v`` is shaped like ``x`` (or a nested
+        structure like it) and may carry leading batch axes, ``(k,) + x.shape``,
+        for ``k`` products in one sweep.
+
+    Examples
+    --------
+    >>> import numpy as np, tapegrad as tg
+    >>> f = lambda x: np.sum(x ** 3) + x[0] * x[1]
+    >>> tg.hvp(f)(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 1.])
+    """
+
+    @functools.wraps(fun)
+    def product(x: Any, v: Any, *args: Any, **kwargs: Any) -> Any:
+        gradient = grad(fun)
+        _, pullback = vjp(lambda x_: gradient(x_, *args, **kwargs), x)
+        return pullback(v)[0]
+
+    return product
