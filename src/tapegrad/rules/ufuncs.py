@@ -8,33 +8,75 @@ Complex convention (as JAX and autograd): the cotangent ``c`` of a complex
 value ``z`` represents the real linear form ``dz -> Re(c * dz)``; for a real
 loss ``L`` that is ``c = dL/dRe(z) - 1j * dL/dIm(z)``.  Holomorphic rules
 therefore multiply by the plain derivative, without a conjugate.
+
+Points where the derivative does not exist, and what tapegrad returns there:
+
+* ``sqrt`` / ``cbrt`` at 0: the true derivative is infinite, so the gradient
+  is ``inf`` (with NumPy's divide-by-zero warning), or ``nan`` where the
+  incoming cotangent is 0 (``0 * inf``), exactly as JAX and autograd do.
+  Write ``np.sqrt(x + eps)`` or ``np.hypot`` if you need a finite value.
+* ``abs``, ``fabs``, ``hypot`` at 0 and ``copysign`` at ``x == 0``: the
+  subgradient 0.
+* ``maximum``/``minimum``/``fmax``/``fmin`` on ties: the cotangent is split
+  equally between the two inputs.  A NaN output sends its cotangent to the
+  NaN input (``maximum``), a NaN input is ignored by ``fmax``/``fmin``.
+* Quotients of ``remainder``/``fmod``/``divmod``/``modf`` and the exponent of
+  ``frexp`` are piecewise constant: their derivative (0) is taken everywhere,
+  including at the jumps.
+* Division by zero follows NumPy: ``inf``/``nan`` with NumPy's warnings.
 """
 
 from __future__ import annotations
 
+import math
 from numbers import Number
 
 import numpy as np
 
-from ..registry import defvjp
+from ..dispatch import primitive, strip
+from ..errors import NonDifferentiableArgumentError
+from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defvjp
 
-_LN2 = np.log(2.0)
-_LN10 = np.log(10.0)
+_LN2 = math.log(2.0)  # Python floats: multiplying by them keeps float32 float32
+_LN10 = math.log(10.0)
+_DEG = math.pi / 180.0
+
+
+def defufunc(ufunc, *vjps, note=""):
+    """``defvjp`` for a ufunc whose VJPs ignore the call's keyword arguments.
+
+    Ufunc keywords (``dtype=``, ``casting=``, ``order=``) do not change the
+    derivative (the driver casts the cotangent); ``out=`` and ``where=`` are
+    rejected by the dispatcher before a rule runs.
+    """
+
+    def drop_kwargs(vjp):
+        if vjp is None or vjp is CONSTANT_ARG:
+            return vjp
+        return lambda g, ans, *args, **kwargs: vjp(g, ans, *args)
+
+    return defvjp(ufunc, *(drop_kwargs(v) for v in vjps), note=note)
 
 
 def _is_const_scalar(v: object) -> bool:
     return isinstance(v, Number) or (isinstance(v, np.ndarray) and v.ndim == 0)
 
 
+def _nonzero(a):
+    """``a`` with zeros replaced by 1, for a quotient whose value at 0 is set to 0."""
+    return np.where(a == 0, 1, a)
+
+
 # --------------------------------------------------------------- arithmetic
-defvjp(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-defvjp(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
-defvjp(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
-defvjp(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
-defvjp(np.negative, lambda g, ans, x: -g)
-defvjp(np.positive, lambda g, ans, x: g)
-defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans)
-defvjp(np.square, lambda g, ans, x: g * (x * 2))
+defufunc(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+defufunc(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
+defufunc(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+# np.divide is np.true_divide.
+defufunc(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
+defufunc(np.negative, lambda g, ans, x: -g)
+defufunc(np.positive, lambda g, ans, x: g)
+defufunc(np.reciprocal, lambda g, ans, x: -g * ans * ans)
+defufunc(np.square, lambda g, ans, x: g * (x * 2))
 
 
 def _power_base(g, ans, x, y):
@@ -54,89 +96,229 @@ def _power_exponent(g, ans, x, y):
     return g * (ans * safe_log)
 
 
-defvjp(np.power, _power_base, _power_exponent)
-defvjp(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _power_exponent)
+# np.pow is np.power.
+defufunc(np.power, _power_base, _power_exponent, note="d/dy at x == 0 taken as 0")
+defufunc(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _power_exponent)
 
 # --------------------------------------------------------------- exp and log
-defvjp(np.exp, lambda g, ans, x: g * ans)
-defvjp(np.exp2, lambda g, ans, x: g * (ans * _LN2))
-defvjp(np.expm1, lambda g, ans, x: g * (ans + 1))
-defvjp(np.log, lambda g, ans, x: g / x)
-defvjp(np.log2, lambda g, ans, x: g / (x * _LN2))
-defvjp(np.log10, lambda g, ans, x: g / (x * _LN10))
-defvjp(np.log1p, lambda g, ans, x: g / (x + 1))
-defvjp(np.sqrt, lambda g, ans, x: g / (ans * 2))
-defvjp(np.cbrt, lambda g, ans, x: g / (ans * ans * 3))
-defvjp(
+defufunc(np.exp, lambda g, ans, x: g * ans)
+defufunc(np.exp2, lambda g, ans, x: g * (ans * _LN2))
+defufunc(np.expm1, lambda g, ans, x: g * (ans + 1))
+defufunc(np.log, lambda g, ans, x: g / x)
+defufunc(np.log2, lambda g, ans, x: g / (x * _LN2))
+defufunc(np.log10, lambda g, ans, x: g / (x * _LN10))
+defufunc(np.log1p, lambda g, ans, x: g / (x + 1))
+defufunc(np.sqrt, lambda g, ans, x: g / (ans * 2), note="inf at 0 (nan where the cotangent is 0)")
+defufunc(np.cbrt, lambda g, ans, x: g / (ans * ans * 3), note="inf at 0 (nan where the cotangent is 0)")
+# exp(x - ans) <= 1 never overflows: the stable form of e^x / (e^x + e^y).
+defufunc(
     np.logaddexp,
     lambda g, ans, x, y: g * np.exp(x - ans),
     lambda g, ans, x, y: g * np.exp(y - ans),
 )
-defvjp(
+defufunc(
     np.logaddexp2,
     lambda g, ans, x, y: g * np.exp2(x - ans),
     lambda g, ans, x, y: g * np.exp2(y - ans),
 )
 
 # --------------------------------------------------------------- trigonometric
-defvjp(np.sin, lambda g, ans, x: g * np.cos(x))
-defvjp(np.cos, lambda g, ans, x: -g * np.sin(x))
-defvjp(np.tan, lambda g, ans, x: g * (ans * ans + 1))
-defvjp(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
-defvjp(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
-defvjp(np.arctan, lambda g, ans, x: g / (x * x + 1))
-defvjp(
+# np.asin, np.acos, np.atan, np.atan2, np.asinh, ... are the same ufunc objects.
+defufunc(np.sin, lambda g, ans, x: g * np.cos(x))
+defufunc(np.cos, lambda g, ans, x: -g * np.sin(x))
+defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1))
+defufunc(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
+defufunc(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
+defufunc(np.arctan, lambda g, ans, x: g / (x * x + 1))
+defufunc(
     np.arctan2,
     lambda g, ans, y, x: g * (x / (x * x + y * y)),
     lambda g, ans, y, x: g * (-y / (x * x + y * y)),
 )
-defvjp(np.hypot, lambda g, ans, x, y: g * (x / ans), lambda g, ans, x, y: g * (y / ans))
-defvjp(np.sinh, lambda g, ans, x: g * np.cosh(x))
-defvjp(np.cosh, lambda g, ans, x: g * np.sinh(x))
-defvjp(np.tanh, lambda g, ans, x: g * (1 - ans * ans))
-defvjp(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
-defvjp(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1))
-defvjp(np.arctanh, lambda g, ans, x: g / (1 - x * x))
-defvjp(np.deg2rad, lambda g, ans, x: g * (np.pi / 180))
-defvjp(np.rad2deg, lambda g, ans, x: g * (180 / np.pi))
+defufunc(
+    np.hypot,
+    lambda g, ans, x, y: g * (x / _nonzero(ans)),
+    lambda g, ans, x, y: g * (y / _nonzero(ans)),
+    note="subgradient 0 at (0, 0)",
+)
+defufunc(np.sinh, lambda g, ans, x: g * np.cosh(x))
+defufunc(np.cosh, lambda g, ans, x: g * np.sinh(x))
+defufunc(np.tanh, lambda g, ans, x: g * (1 - ans * ans))
+defufunc(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
+# sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the principal branch for complex x.
+defufunc(np.arccosh, lambda g, ans, x: g / (np.sqrt(x - 1) * np.sqrt(x + 1)))
+defufunc(np.arctanh, lambda g, ans, x: g / (1 - x * x))
 # np.radians and np.degrees are distinct ufunc objects with the same maths.
-defvjp(np.radians, lambda g, ans, x: g * (np.pi / 180))
-defvjp(np.degrees, lambda g, ans, x: g * (180 / np.pi))
+for _f in (np.deg2rad, np.radians):
+    defufunc(_f, lambda g, ans, x: g * _DEG)
+for _f in (np.rad2deg, np.degrees):
+    defufunc(_f, lambda g, ans, x: g * (1 / _DEG))
 
 
 # --------------------------------------------------------------- abs, sign-like
 def _abs_vjp(g, ans, x):
     if np.iscomplexobj(x):
         # Re(c dz) with d|z| = Re(conj(z) dz) / |z|; 0 at z == 0 (a subgradient).
-        return g * (np.conjugate(x) / np.where(ans == 0, 1, ans))
+        return g * (np.conjugate(x) / _nonzero(ans))
     return g * np.sign(x)
 
 
-defvjp(np.absolute, _abs_vjp, note="subgradient 0 at 0")
-defvjp(np.fabs, lambda g, ans, x: g * np.sign(x), note="subgradient 0 at 0")
-defvjp(np.conjugate, lambda g, ans, x: np.conjugate(g))
+# np.abs is np.absolute; np.conj is np.conjugate.
+defufunc(np.absolute, _abs_vjp, note="subgradient 0 at 0")
+defufunc(np.fabs, lambda g, ans, x: g * np.sign(x), note="subgradient 0 at 0")
+defufunc(np.conjugate, lambda g, ans, x: np.conjugate(g))
+# copysign(x, y) = |x| * (-1 if signbit(y) else 1): piecewise constant in y.
+defufunc(
+    np.copysign,
+    lambda g, ans, x, y: np.where(np.signbit(y), -g, g) * np.sign(x),
+    CONSTANT_ARG,
+    note="subgradient 0 at x == 0; no gradient to the sign source",
+)
+# heaviside(x1, x2) = x2 where x1 == 0, else a constant 0 or 1.
+defufunc(np.heaviside, CONSTANT_ARG, lambda g, ans, x1, x2: np.where(x1 == 0, g, 0))
 
 
 # --------------------------------------------------------------- max / min
-def _tie_weights(x, y, prefer_x):
-    """1 where ``x`` wins, 0.5 on ties, 0 where ``y`` wins (ties split equally)."""
-    return np.where(prefer_x, 1.0, np.where(x == y, 0.5, 0.0))
+def _split(g, wins, tie):
+    """``g`` where this input wins, ``g / 2`` on a tie, 0 where the other input wins."""
+    return np.where(wins, g, np.where(tie, g * 0.5, 0))
 
 
-defvjp(
-    np.maximum,
-    lambda g, ans, x, y: g * _tie_weights(x, y, x > y),
-    lambda g, ans, x, y: g * _tie_weights(y, x, y > x),
-    note="ties split equally",
+def _extremum(ufunc, better, nan_propagates):
+    """Register maximum-like ``ufunc``; ``better(a, b)`` says that ``a`` is selected over ``b``."""
+
+    def wins(a, b, first):
+        strictly = better(a, b)
+        a_nan, b_nan = np.isnan(a), np.isnan(b)
+        if nan_propagates:  # maximum: a NaN is the output (the first one if both are NaN)
+            return strictly | (a_nan if first else a_nan & ~b_nan)
+        return strictly | (b_nan & ~a_nan)  # fmax: the non-NaN input is the output
+
+    defufunc(
+        ufunc,
+        lambda g, ans, x, y: _split(g, wins(x, y, True), x == y),
+        lambda g, ans, x, y: _split(g, wins(y, x, False), x == y),
+        note="ties split equally",
+    )
+
+
+_extremum(np.maximum, np.greater, True)
+_extremum(np.minimum, np.less, True)
+_extremum(np.fmax, np.greater, False)
+_extremum(np.fmin, np.less, False)
+
+
+# --------------------------------------------------------------- remainders and parts
+def _quotient_rule(quotient):
+    """VJPs of ``r = x - q(x, y) * y`` with a piecewise-constant integer quotient ``q``."""
+    return (
+        lambda g, ans, x, y: g,
+        lambda g, ans, x, y: -g * quotient(strip(x), strip(y), strip(ans)),
+    )
+
+
+# np.mod is np.remainder; NumPy computes it consistently with floor_divide.
+defufunc(np.remainder, *_quotient_rule(lambda x, y, r: np.floor_divide(x, y)), note="quotient treated as constant")
+# fmod's quotient truncates; recovered exactly (it is an integer) from the result.
+defufunc(np.fmod, *_quotient_rule(lambda x, y, r: np.rint((x - r) / y)), note="quotient treated as constant")
+# divmod(x, y) = (floor_divide(x, y), remainder(x, y)); the quotient output carries no gradient.
+defufunc(
+    np.divmod,
+    lambda g, ans, x, y: g[1],
+    lambda g, ans, x, y: -g[1] * strip(ans[0]),
+    note="quotient output has zero gradient",
 )
-defvjp(
-    np.minimum,
-    lambda g, ans, x, y: g * _tie_weights(x, y, x < y),
-    lambda g, ans, x, y: g * _tie_weights(y, x, y < x),
-    note="ties split equally",
-)
+# modf(x) = (fractional part, integral part); the integral part is piecewise constant.
+defufunc(np.modf, lambda g, ans, x: g[0], note="integral part has zero gradient")
+# frexp(x) = (m, e) with x = m * 2**e: dm/dx = 2**-e (e is an integer output).
+defufunc(np.frexp, lambda g, ans, x: np.ldexp(g[0], -ans[1]), note="exponent output is an integer")
+defufunc(np.ldexp, lambda g, ans, x, e: np.ldexp(g, e), CONSTANT_ARG)
+
+
+# --------------------------------------------------------------- vector / matrix ufuncs
+# vecdot(a, b) = sum(conj(a) * b, -1), matvec(A, v) = A v, vecmat(v, A) = conj(v) A.
+# The conjugated argument is anti-holomorphic: dL = Re(g conj(da) b) = Re(da conj(g b)).
+def _conj(v):
+    return np.conjugate(v) if np.iscomplexobj(v) else v
+
+
+def _vecdot_a(g, ans, a, b, **kwargs):
+    return _conj(np.expand_dims(g, -1) * b)
+
+
+def _vecdot_b(g, ans, a, b, **kwargs):
+    return np.expand_dims(g, -1) * _conj(a)
+
+
+def _matvec_a(g, ans, a, v, **kwargs):
+    return np.expand_dims(g, -1) * np.expand_dims(v, -2)
+
+
+def _matvec_v(g, ans, a, v, **kwargs):
+    return np.matvec(np.swapaxes(a, -1, -2), g)
+
+
+def _vecmat_v(g, ans, v, a, **kwargs):
+    return _conj(np.matvec(a, g))
+
+
+def _vecmat_a(g, ans, v, a, **kwargs):
+    return np.expand_dims(_conj(v), -1) * np.expand_dims(g, -2)
+
+
+def _gufunc(ufunc, *vjps):
+    """Register a gufunc as a primitive on its last (core) axes plus ``axes=``/``axis=`` handling.
+
+    The primitive always works on trailing core dimensions, so its VJPs can
+    use negative axes; other layouts are moved there with ``np.moveaxis``.
+    """
+    inputs, output = ufunc.signature.split("->")
+    core_in = [c.count(",") + 1 for c in inputs[1:-1].split("),(")]  # no 0-d core inputs here
+    core_out = output != "()"
+    last = primitive(lambda *args, **kwargs: ufunc(*args, **kwargs))
+    last.__name__ = last.__qualname__ = f"{ufunc.__name__}_core_last"
+    defvjp(last, *vjps)
+
+    def impl(*args, axes=None, axis=None, keepdims=False, **kwargs):
+        if keepdims:
+            raise NonDifferentiableArgumentError(
+                f"numpy.{ufunc.__name__}(..., keepdims=True) is not differentiable in tapegrad; "
+                "use np.expand_dims on the result instead."
+            )
+        if axis is not None:
+            axes = [(axis,)] * len(core_in) + ([(axis,)] if core_out else [])
+        if axes is None:
+            return last(*args, **kwargs)
+        axes = [tuple(ax) if isinstance(ax, (tuple, list)) else (ax,) for ax in axes]
+        moved = [np.moveaxis(a, ax, tuple(range(-len(ax), 0))) for a, ax in zip(args, axes)]
+        out = last(*moved, **kwargs)
+        if core_out:
+            out = np.moveaxis(out, -1, axes[len(core_in)][0] if len(axes) > len(core_in) else -1)
+        return out
+
+    impl.__name__ = impl.__qualname__ = ufunc.__name__
+    defcomposite(ufunc, impl)
+    return impl
+
+
+#: The traced implementations, by ufunc (rules/contractions.py may register its own
+#: composites for the same ufuncs; the module imported last wins the registry).
+GUFUNC_IMPLS = {
+    np.vecdot: _gufunc(np.vecdot, _vecdot_a, _vecdot_b),
+    np.matvec: _gufunc(np.matvec, _matvec_a, _matvec_v),
+    np.vecmat: _gufunc(np.vecmat, _vecmat_v, _vecmat_a),
+}
 
 # --------------------------------------------------------------- complex parts
 # real(z): dL = g dRe(z) = Re(g dz)  -> c = g;  imag(z): dL = g dIm(z) = Re(-1j g dz) -> c = -1j g.
 defvjp(np.real, lambda g, ans, z: g)
 defvjp(np.imag, lambda g, ans, z: -1j * g)
+
+# --------------------------------------------------------------- integer-valued ufuncs
+# Bitwise and integer ufuncs (their outputs are integers or booleans) carry no
+# gradient; rules/nondiff.py holds the other constant ufuncs (sign, floor, ...).
+_INTEGER_UFUNCS = (
+    np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift,
+    np.bitwise_count, np.gcd, np.lcm, np.isnat,
+)
+defconstant(*(f for f in _INTEGER_UFUNCS if f not in RULES))
