@@ -61,17 +61,52 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
     return g
 
 
-def _add(cts: dict, node: Node, out: int, g: Any) -> None:
-    idx = node.index
-    if out < 0:
-        prev = cts.get(idx)
-        cts[idx] = g if prev is None else prev + g
-    else:
-        slots = cts.get(idx)
-        if slots is None:
-            slots = cts[idx] = [None] * node.n_out
-        prev = slots[out]
-        slots[out] = g if prev is None else prev + g
+class _Pending:
+    """Cotangents waiting to be propagated, keyed by node index, and their sums.
+
+    A sum is written in place into an array that this sweep allocated itself
+    (an earlier sum) and has not yet handed to any rule; every other array (a
+    seed, a rule's output that may alias its input or another cotangent) is
+    only read.  That saves an allocation per extra use of a value, which
+    matters for the large batched cotangents of Jacobians and Hessians.
+    """
+
+    __slots__ = ("slots", "owned")
+
+    def __init__(self) -> None:
+        self.slots: dict = {}
+        self.owned: dict = {}  # id -> array; holding the array keeps its id unique
+
+    def _sum(self, prev: Any, g: Any) -> Any:
+        owned = self.owned
+        if id(prev) in owned and type(g) is np.ndarray and g.shape == prev.shape and g.dtype == prev.dtype:
+            np.add(prev, g, out=prev)
+            return prev
+        total = prev + g
+        owned.pop(id(prev), None)
+        if type(total) is np.ndarray:
+            owned[id(total)] = total
+        return total
+
+    def add(self, node: Node, out: int, g: Any) -> None:
+        idx = node.index
+        slots = self.slots
+        if out < 0:
+            prev = slots.get(idx)
+            slots[idx] = g if prev is None else self._sum(prev, g)
+        else:
+            outs = slots.get(idx)
+            if outs is None:
+                outs = slots[idx] = [None] * node.n_out
+            prev = outs[out]
+            outs[out] = g if prev is None else self._sum(prev, g)
+
+    def pop(self, idx: int) -> Any:
+        g = self.slots.pop(idx, None)
+        if g is not None and self.owned:
+            for item in g if type(g) is list else (g,):
+                self.owned.pop(id(item), None)
+        return g
 
 
 def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
@@ -113,10 +148,10 @@ def backward(
         ``{node.index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
-    cts: dict = {}
+    cts = _Pending()
     for (node, out), seed in zip(roots, seeds):
-        _add(cts, node, out, seed)
-    if not cts:
+        cts.add(node, out, seed)
+    if not cts.slots:
         return {}
     wanted = {n.index for n in sources}
     found: dict = {}
@@ -125,7 +160,7 @@ def backward(
     lowest = min(wanted) if wanted else 0
     unbatched = not batch
     for idx in range(start, lowest - 1, -1):
-        g = cts.pop(idx, None)
+        g = cts.pop(idx)
         if g is None:
             continue
         node = nodes[idx]
@@ -161,5 +196,5 @@ def backward(
                 fits = False
             if not fits:
                 gi = fit_cotangent(gi, target, batch)
-            _add(cts, parent, out, gi)
+            cts.add(parent, out, gi)
     return found
