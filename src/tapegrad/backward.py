@@ -19,13 +19,38 @@ from the same code.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .tape import Node, Tape
 
-__all__ = ["backward", "fit_cotangent"]
+__all__ = ["backward", "fit_cotangent", "remembered"]
+
+
+class _MemoStack(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []
+
+
+# The memo of the tape being swept, per thread (sweeps nest for higher orders).
+_MEMOS = _MemoStack()
+
+
+def remembered(ufunc: Any, x: Any) -> Any:
+    """``ufunc(x)``, reusing the forward pass's result when the program computed it.
+
+    Only ufuncs registered with ``remember=True`` are kept (see
+    :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
+    the forward call received, so the look-up is by identity.
+    """
+    stack = _MEMOS.stack
+    if stack:
+        hit = stack[-1].get((ufunc, id(x)))
+        if hit is not None:
+            return hit
+    return ufunc(x)
 
 
 def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
@@ -148,6 +173,14 @@ def backward(
         ``{node.index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
+    _MEMOS.stack.append(tape.memo)
+    try:
+        return _sweep(tape, roots, seeds, sources, batch, stop)
+    finally:
+        _MEMOS.stack.pop()
+
+
+def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: Iterable[Node], batch: tuple, stop: frozenset) -> dict:
     cts = _Pending()
     for (node, out), seed in zip(roots, seeds):
         cts.add(node, out, seed)

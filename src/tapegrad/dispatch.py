@@ -149,7 +149,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
             if elems is not None:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
-    return _emit(rule, tape, raw, kwargs, rule.fun(*raw, **kwargs), parents)
+    ans = rule.fun(*raw, **kwargs)
+    return _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents)
 
 
 def record_elementwise(rule: Rule, inputs: tuple) -> Any:
@@ -178,7 +179,10 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
             raw.append(a)
         i += 1
     raw = tuple(raw)
-    return _emit(rule, tape, raw, None, rule.fun(*raw), parents)
+    ans = rule.fun(*raw)
+    if rule.remember and tape.recording:
+        tape.memo[(rule.key, id(raw[0]))] = ans
+    return _emit(rule, tape, raw, None, ans, parents)
 
 
 def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list) -> Any:

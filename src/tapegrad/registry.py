@@ -61,6 +61,12 @@ class Rule:
     name: str = ""
     #: Extra notes for the coverage table (e.g. "ties split equally").
     note: str = ""
+    #: Keep the outputs of this one-input ufunc in the tape's memo, keyed by the
+    #: input, so that other rules can reuse them: sin's VJP needs cos(x), which
+    #: the program being differentiated has often computed already.
+    remember: bool = False
+    #: Whether VJPs receive the call's keyword arguments.
+    pass_kwargs: bool = True
     tags: set = field(default_factory=set)
 
 
@@ -91,7 +97,13 @@ def _call_of(key: Any) -> Callable[..., Any]:
     return key
 
 
-def defvjp(fun: Any, *vjps: Optional[Callable[..., Any]], note: str = "") -> Any:
+def defvjp(
+    fun: Any,
+    *vjps: Optional[Callable[..., Any]],
+    note: str = "",
+    pass_kwargs: bool = True,
+    remember: bool = False,
+) -> Any:
     """Register the vector-Jacobian products of a function, one per positional argument.
 
     Parameters
@@ -110,6 +122,11 @@ def defvjp(fun: Any, *vjps: Optional[Callable[..., Any]], note: str = "") -> Any
         condition), where a tracer is used as a constant.
     note : str, optional
         A remark shown in the coverage table.
+    pass_kwargs : bool, default True
+        Whether the VJPs receive the call's keyword arguments (ufunc keywords
+        such as ``dtype=`` do not change a derivative, so ufunc rules skip them).
+    remember : bool, default False
+        Keep the outputs in the tape's memo for other rules (see :class:`Rule`).
 
     Returns
     -------
@@ -122,7 +139,16 @@ def defvjp(fun: Any, *vjps: Optional[Callable[..., Any]], note: str = "") -> Any
     >>> from tapegrad.registry import defvjp
     >>> _ = defvjp(np.cbrt, lambda g, ans, x: g / (3 * ans ** 2))
     """
-    RULES[fun] = Rule(fun, PRIMITIVE, _call_of(fun), tuple(vjps), name=function_name(fun), note=note)
+    RULES[fun] = Rule(
+        fun,
+        PRIMITIVE,
+        _call_of(fun),
+        tuple(vjps),
+        name=function_name(fun),
+        note=note,
+        remember=remember,
+        pass_kwargs=pass_kwargs,
+    )
     return fun
 
 

@@ -70,10 +70,13 @@ class Tape:
         Whether the tape may answer more than one gradient request.
     """
 
-    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "__weakref__")
+    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "memo", "__weakref__")
 
     def __init__(self, persistent: bool = False) -> None:
         self.nodes: list = []
+        #: (ufunc, id(input)) -> output of remembered ufuncs (see Rule.remember);
+        #: the nodes keep the inputs alive, so their ids stay unique.
+        self.memo: dict = {}
         self.level: int = next(_levels)
         self.recording: bool = True
         self.persistent = persistent

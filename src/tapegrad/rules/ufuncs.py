@@ -35,6 +35,7 @@ import numpy as np
 
 from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
+from ..backward import remembered
 from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defvjp
 
 _LN2 = math.log(2.0)  # Python floats: multiplying by them keeps float32 float32
@@ -42,20 +43,14 @@ _LN10 = math.log(10.0)
 _DEG = math.pi / 180.0
 
 
-def defufunc(ufunc, *vjps, note=""):
+def defufunc(ufunc, *vjps, note="", remember=False):
     """``defvjp`` for a ufunc whose VJPs ignore the call's keyword arguments.
 
     Ufunc keywords (``dtype=``, ``casting=``, ``order=``) do not change the
     derivative (the driver casts the cotangent); ``out=`` and ``where=`` are
     rejected by the dispatcher before a rule runs.
     """
-
-    def drop_kwargs(vjp):
-        if vjp is None or vjp is CONSTANT_ARG:
-            return vjp
-        return lambda g, ans, *args, **kwargs: vjp(g, ans, *args)
-
-    return defvjp(ufunc, *(drop_kwargs(v) for v in vjps), note=note)
+    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember)
 
 
 def _is_const_scalar(v: object) -> bool:
@@ -124,8 +119,8 @@ defufunc(
 
 # --------------------------------------------------------------- trigonometric
 # np.asin, np.acos, np.atan, np.atan2, np.asinh, ... are the same ufunc objects.
-defufunc(np.sin, lambda g, ans, x: g * np.cos(x))
-defufunc(np.cos, lambda g, ans, x: -g * np.sin(x))
+defufunc(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True)
+defufunc(np.cos, lambda g, ans, x: g * -remembered(np.sin, x), remember=True)
 defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1))
 defufunc(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
 defufunc(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
@@ -141,8 +136,8 @@ defufunc(
     lambda g, ans, x, y: g * (y / _nonzero(ans)),
     note="subgradient 0 at (0, 0)",
 )
-defufunc(np.sinh, lambda g, ans, x: g * np.cosh(x))
-defufunc(np.cosh, lambda g, ans, x: g * np.sinh(x))
+defufunc(np.sinh, lambda g, ans, x: g * remembered(np.cosh, x), remember=True)
+defufunc(np.cosh, lambda g, ans, x: g * remembered(np.sinh, x), remember=True)
 defufunc(np.tanh, lambda g, ans, x: g * (1 - ans * ans))
 defufunc(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
 # sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the principal branch for complex x.
