@@ -17,7 +17,7 @@ import numpy as np
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
 from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, PRIMITIVE, RULES, Rule, function_name
 from .tape import Node
-from .tracer import Tracer
+from .tracer import Tracer, link_opaque_views
 
 __all__ = ["record", "call_rule", "call_constant", "strip", "strip_all", "primitive", "dispatch_function"]
 
@@ -92,6 +92,11 @@ def _kwargs_to_positional(rule: Rule, args: tuple, kwargs: dict) -> tuple:
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             positional.extend(value)
         elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            if _has_tracer(value):
+                raise NonDifferentiableArgumentError(
+                    f"{rule.name}: a traced value was passed through **kwargs, which has no "
+                    "derivative rule; pass it as a named or positional argument"
+                )
             rest.update(value)
         elif i <= last and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             positional.append(value)
@@ -150,7 +155,10 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
     ans = rule.fun(*raw, **kwargs)
-    return _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents)
+    out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents)
+    if rule.returns_view and type(args[0]) is Tracer:
+        link_opaque_views(args[0], out)
+    return out
 
 
 def record_elementwise(rule: Rule, inputs: tuple) -> Any:

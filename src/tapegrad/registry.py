@@ -67,6 +67,9 @@ class Rule:
     remember: bool = False
     #: Whether VJPs receive the call's keyword arguments.
     pass_kwargs: bool = True
+    #: The output may be a view of the first argument (reshape, transpose, ...):
+    #: tapegrad then refuses in-place writes that NumPy would propagate between them.
+    returns_view: bool = False
     tags: set = field(default_factory=set)
 
 

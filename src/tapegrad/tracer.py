@@ -401,8 +401,24 @@ def _link_view(base: Tracer, view: Tracer, index: Any) -> None:
         views.append(weakref.ref(view))
 
 
+#: The index of a view whose element mapping tapegrad does not track (made by
+#: reshape, transpose, ravel, ...): it counts as overlapping everything.
+WHOLE = object()
+
+
+def link_opaque_views(base: Tracer, out: Any) -> None:
+    """Mark the outputs of a view-returning call that really share ``base``'s memory."""
+    raw_base = strip(base)
+    for view in out if isinstance(out, (list, tuple)) else (out,):
+        if type(view) is Tracer and view._tape is base._tape and np.may_share_memory(strip(view), raw_base):
+            _link_view(base, view, WHOLE)
+
+
 def _positions(shape: tuple, index: Any) -> np.ndarray:
-    return np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index].ravel()
+    size = int(np.prod(shape, dtype=np.int64))
+    if index is WHOLE:
+        return np.arange(size)
+    return np.arange(size).reshape(shape)[index].ravel()
 
 
 def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellipsis) -> Tracer:
@@ -424,13 +440,20 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
             for view in stale:
                 if np.intersect1d(written, _positions(target.shape, view._viewof[1])).size:
                     raise GradientDroppedError(
-                        "in-place write into a traced array that overlaps a view of it (made by "
-                        "slicing) that is still alive: NumPy would change that view too, which "
+                        "in-place write into a traced array that overlaps a view of it (made by slicing, "
+                        "reshape or transpose) that is still alive: NumPy would change that view too, which "
                         "tapegrad does not replay. Write out of place (y = x + 1, or "
                         "y = x.copy(); y[i] = v), or drop the view first."
                     )
-    target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
     viewof = getattr(target, "_viewof", None)
+    if viewof is not None and viewof[1] is WHOLE and viewof[0]() is not None:
+        raise GradientDroppedError(
+            "in-place write into a view of a traced array made by reshape / transpose / ravel "
+            "(or a similar call) while the original is alive: NumPy would change the original "
+            "too, which tapegrad cannot replay. Copy first (y = x.reshape(...).copy()) or "
+            "write out of place."
+        )
+    target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
     if viewof is not None:
         base = viewof[0]()
         if base is not None:

@@ -9,4 +9,5 @@ from . import ufuncs, reductions, shape, indexing, linalg, fft, signal, nondiff 
 from . import statistics  # noqa: F401,E402
 from . import selection  # noqa: F401,E402
 from . import contractions  # noqa: F401,E402
+from . import misc, polynomial, sets  # noqa: F401,E402
 from . import ufunc_methods  # noqa: F401,E402  (last: derives ufunc methods from the rules above)

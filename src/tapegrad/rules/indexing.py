@@ -20,7 +20,7 @@ import numpy as np
 from ..dispatch import primitive, strip
 from ..registry import CONSTANT_ARG, defvjp
 
-__all__ = ["getitem", "setitem", "take_index", "untake", "astype"]
+__all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
 
 
 def _as_tuple(index: Any) -> tuple:
@@ -112,14 +112,73 @@ def _setitem_x_vjp(g, ans, x, index, value):
     return np.where(written, 0, g)
 
 
+def _winning_writes(shape: tuple, index: tuple) -> Any:
+    """Mask over the slots of ``x[index]``: True where that write is the one that sticks.
+
+    With repeated advanced indices NumPy keeps the last write to a position; the
+    earlier writes are overwritten and so carry no gradient.  ``None`` when every
+    position is written once (always the case for basic indices).
+    """
+    if _is_basic(index):
+        return None
+    pos = _positions(shape, index)
+    if np.unique(pos).size == pos.size:
+        return None
+    slots = np.arange(pos.size).reshape(pos.shape)
+    last = np.full(shape, -1, dtype=np.intp)
+    last[index] = slots
+    return last[index] == slots
+
+
+def _setitem_value_vjp(g, ans, x, index, value):
+    index = _as_tuple(index)
+    shape = np.shape(x)
+    picked = take_index(g, index, shape)
+    winners = _winning_writes(shape, index)
+    return picked if winners is None else np.where(winners, picked, 0)
+
+
 setitem = primitive(_setitem)
 defvjp(
     setitem,
     _setitem_x_vjp,
     CONSTANT_ARG,
-    lambda g, ans, x, index, value: take_index(g, _as_tuple(index), np.shape(x)),
-    note="with repeated indices the last write wins; its gradient goes to every writer",
+    _setitem_value_vjp,
+    note="with repeated indices the last write wins (as in NumPy); overwritten writes get no gradient",
 )
+
+
+def gather(build: Any, *sources: Any, dtype: Any = None) -> Any:
+    """Differentiably apply a pure rearrangement ``build`` to the elements of ``sources``.
+
+    ``build`` is any NumPy function that only moves, repeats or drops elements
+    (``np.diagonal``, ``np.pad(mode="edge")``, ``np.insert``, ...).  It is run
+    on integer *tags* (one array per source, shaped like it, numbering every
+    element of every source) and the resulting tag array picks the output
+    elements out of the concatenated sources.  The forward therefore follows
+    NumPy's own semantics exactly, and the derivative is the gather/scatter
+    pair :func:`take_index`/:func:`untake` (repeated tags accumulate).
+
+    Returns an array of the sources' common dtype, or of ``dtype`` when given
+    (for functions whose result type NumPy works out differently, e.g. with
+    Python scalars among the sources).
+    """
+    tags = []
+    offset = 0
+    for s in sources:
+        shape = np.shape(s)
+        n = int(np.prod(shape, dtype=np.int64))
+        tags.append(np.arange(offset, offset + n, dtype=np.intp).reshape(shape))
+        offset += n
+    picked = np.asarray(build(*tags))
+    if len(sources) == 1:
+        flat = np.ravel(sources[0])
+    else:
+        flat = np.concatenate([np.ravel(s) for s in sources])
+    out = getitem(flat, picked)
+    if dtype is not None and out.dtype != dtype:
+        out = out.astype(dtype)
+    return out
 
 
 def _astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:

@@ -2,21 +2,134 @@
 
 Cotangents carry leading batch axes, so every rule maps array axes from the
 end (a transpose permutation is applied to the trailing axes only).
+
+Three kinds of rule live here:
+
+* a few primitives with a direct adjoint (reshape, transpose, concatenate,
+  split, flip, roll, ...);
+* composites that assemble NumPy's Python-level helpers (``hstack``,
+  ``atleast_2d``, ``block``, ``tile``, ``meshgrid``, ...) from those;
+* composites built on :func:`~tapegrad.rules.indexing.gather` for functions
+  that only move, repeat or drop elements (``diagonal``, ``insert``, ``pad``
+  in its copying modes, ...): NumPy's own function is run on integer tags, so
+  the forward follows NumPy's semantics exactly and the derivative is a
+  gather/scatter pair.
+
+Like every traced value, the results are new arrays: where NumPy would return
+a view (``reshape``, ``transpose``, ``diagonal``, ...) writing into the result
+does not write into the input.  Only views made by basic indexing are
+tracked (see :mod:`tapegrad.tracer`).
 """
 
 from __future__ import annotations
 
+import operator
+from typing import Any
+
 import numpy as np
 
-from ..registry import defvjp
-from ._util import batch_ndim
+from ..dispatch import strip
+from ..errors import UnsupportedFunctionError
+from ..registry import defcomposite, defvjp
+from ..tracer import Tracer
+from ._util import batch_ndim, negative_axes
+from .indexing import gather, getitem
 
 
-def _reshape_vjp(g, ans, x, *args, **kwargs):
+# ---------------------------------------------------------------- helpers
+def _as_array(a: Any) -> Any:
+    """Tracers stay tracers; anything else becomes an ndarray (so ``.dtype`` works)."""
+    return a if type(a) is Tracer else np.asarray(a)
+
+
+def _ordered_axes(axis: Any, ndim: int) -> Any:
+    """Negative form of an int or a sequence of axes, keeping the given order."""
+    if isinstance(axis, (tuple, list)):
+        return tuple(operator.index(a) % ndim - ndim for a in axis)
+    return operator.index(axis) % ndim - ndim
+
+
+def _reverse_trailing(g: Any, nd: int) -> Any:
+    """Reverse the order of the last ``nd`` axes of ``g``."""
+    nb = np.ndim(g) - nd
+    return np.transpose(g, tuple(range(nb)) + tuple(range(np.ndim(g) - 1, nb - 1, -1)))
+
+
+def _reshape_trailing(g: Any, nb: int, shape: tuple, order: str) -> Any:
+    """Reshape the axes of ``g`` behind ``nb`` batch axes to ``shape`` in C or F order."""
+    batch = np.shape(g)[:nb]
+    if order == "C":
+        return np.reshape(g, batch + tuple(shape))
+    # reshape(a, s, order="F") == reshape(a.T, s[::-1]).T, with .T on the trailing axes only.
+    g = np.reshape(_reverse_trailing(g, np.ndim(g) - nb), batch + tuple(shape)[::-1])
+    return _reverse_trailing(g, len(shape))
+
+
+def _resolve_order(x: Any, order: Any) -> str:
+    """``"C"``, ``"F"`` or ``"K"``: the order in which NumPy actually read ``x``."""
+    order = "C" if order is None else str(order).upper()
+    if order == "A":
+        flags = getattr(strip(x), "flags", None)
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    return order
+
+
+# ---------------------------------------------------------------- reshaping
+def _reshape_vjp(g, ans, x, shape=None, order="C", **kwargs):
+    return _reshape_trailing(g, batch_ndim(g, ans), np.shape(x), _resolve_order(x, order))
+
+
+def _same_size_vjp(g, ans, x, *args, **kwargs):
+    """Adjoint of a call that keeps the elements in C order (squeeze, expand_dims)."""
+    return _reshape_trailing(g, batch_ndim(g, ans), np.shape(x), "C")
+
+
+def _ravel_vjp(g, ans, x, order="C"):
+    order = _resolve_order(x, order)
     nb = batch_ndim(g, ans)
-    return np.reshape(g, np.shape(g)[:nb] + np.shape(x))
+    if order != "K":
+        return _reshape_trailing(g, nb, np.shape(x), order)
+    # Memory order: ravel an index array laid out like x to learn which element came from where.
+    positions = np.empty_like(strip(x), dtype=np.intp)
+    positions[...] = np.arange(positions.size).reshape(positions.shape)
+    source_of = np.argsort(np.ravel(positions, order="K"))
+    return _reshape_trailing(g[..., source_of], nb, np.shape(x), "C")
 
 
+defvjp(np.reshape, _reshape_vjp)
+defvjp(np.ravel, _ravel_vjp)
+defvjp(np.squeeze, _same_size_vjp)
+defvjp(np.expand_dims, _same_size_vjp)
+
+
+def _atleast(shape_of):
+    def impl(*arys):
+        out = tuple(np.reshape(a, shape_of(np.shape(a))) for a in arys)
+        return out[0] if len(out) == 1 else out
+
+    return impl
+
+
+def _shape_1d(s):
+    return s if len(s) >= 1 else (1,)
+
+
+def _shape_2d(s):
+    return s if len(s) >= 2 else ((1, 1) if not s else (1,) + s)
+
+
+def _shape_3d(s):
+    if len(s) >= 3:
+        return s
+    return {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)]
+
+
+defcomposite(np.atleast_1d, _atleast(_shape_1d))
+defcomposite(np.atleast_2d, _atleast(_shape_2d))
+defcomposite(np.atleast_3d, _atleast(_shape_3d))
+
+
+# ---------------------------------------------------------------- axes
 def _transpose_vjp(g, ans, x, axes=None):
     nd = np.ndim(x)
     nb = np.ndim(g) - nd
@@ -40,20 +153,63 @@ def _moveaxis_vjp(g, ans, x, source, destination):
     return np.moveaxis(g, dst, src)
 
 
-defvjp(np.reshape, _reshape_vjp)
-defvjp(np.ravel, _reshape_vjp)
-defvjp(np.squeeze, _reshape_vjp)
-defvjp(np.expand_dims, _reshape_vjp)
-defvjp(np.atleast_1d, _reshape_vjp)
-defvjp(np.transpose, _transpose_vjp)
+defvjp(np.transpose, _transpose_vjp)  # np.permute_dims is the same function object
 defvjp(np.swapaxes, _swapaxes_vjp)
 defvjp(np.moveaxis, _moveaxis_vjp)
+
+
+def _rollaxis(a, axis, start=0):
+    nd = np.ndim(a)
+    axis = operator.index(axis) % nd if nd else 0
+    start = operator.index(start)
+    if not -nd <= start <= nd:
+        raise np.exceptions.AxisError(f"start arg requires {-nd} <= start < {nd + 1} but {start} was passed in")
+    start = start + nd if start < 0 else start
+    if axis < start:
+        start -= 1
+    return np.moveaxis(a, axis, start) if axis != start else np.copy(a)
+
+
+defcomposite(np.rollaxis, _rollaxis)
+
+# ---------------------------------------------------------------- broadcasting and copies
 # Broadcasting is undone by the backward driver, which sums the broadcast axes.
 defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g)
 defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g)
 defvjp(np.asarray, lambda g, ans, x, *args, **kwargs: g)
 
 
+def _broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(np.broadcast_to(a, shape) for a in args)
+
+
+defcomposite(np.broadcast_arrays, _broadcast_arrays)
+
+
+def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    nd = len(xi)
+    places = list(range(nd))
+    if indexing == "xy" and nd > 1:
+        places[0], places[1] = 1, 0  # Cartesian: the first input runs along columns
+    out = []
+    for x, place in zip(xi, places):
+        shape = [1] * nd
+        shape[place] = -1
+        out.append(np.reshape(x, tuple(shape)))
+    if not sparse and out:
+        out = list(np.broadcast_arrays(*out))
+    if copy:
+        out = [np.copy(o) for o in out]
+    return tuple(out)
+
+
+defcomposite(np.meshgrid, _meshgrid)
+
+
+# ---------------------------------------------------------------- joining
 def _concatenate_vjp(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if axis is None:
         g = np.reshape(g, np.shape(g)[: batch_ndim(g, ans)] + (-1,))
@@ -80,13 +236,259 @@ def _stack_vjp(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"
     return [g[(Ellipsis, i) + trailing] for i in range(len(arrays))]
 
 
-defvjp(np.concatenate, _concatenate_vjp)
+defvjp(np.concatenate, _concatenate_vjp)  # np.concat is the same function object
 defvjp(np.stack, _stack_vjp)
 
 
+def _joiner(promote, axis_of):
+    """A ``*stack`` function: promote every input, then concatenate along ``axis_of(first)``."""
+
+    def impl(tup, **kwargs):
+        arrs = [promote(a) for a in tup]
+        if not arrs:
+            raise ValueError("need at least one array to concatenate")
+        return np.concatenate(arrs, axis=axis_of(arrs[0]), **kwargs)
+
+    return impl
+
+
+def _column(a):
+    return np.reshape(a, (-1, 1)) if np.ndim(a) < 2 else a
+
+
+_promote_1d, _promote_2d, _promote_3d = (_atleast(f) for f in (_shape_1d, _shape_2d, _shape_3d))
+defcomposite(np.hstack, _joiner(_promote_1d, lambda a: 0 if np.ndim(a) == 1 else 1))
+defcomposite(np.vstack, _joiner(_promote_2d, lambda a: 0))
+defcomposite(np.dstack, _joiner(_promote_3d, lambda a: 2))
+defcomposite(np.column_stack, _joiner(_column, lambda a: 1))
+if hasattr(np, "row_stack"):  # deprecated alias of vstack
+    defcomposite(np.row_stack, _joiner(_promote_2d, lambda a: 0))
+
+
+def _block_depth(a: Any) -> int:
+    if type(a) is tuple:
+        raise TypeError("np.block does not accept tuples: use lists for nesting")
+    if type(a) is not list:
+        return 0
+    if not a:
+        raise ValueError("List at np.block cannot be empty")
+    depths = {_block_depth(e) for e in a}
+    if len(depths) != 1:
+        raise ValueError("List depths are mismatched in np.block")
+    return depths.pop() + 1
+
+
+def _block_ndim(a: Any) -> int:
+    return max(_block_ndim(e) for e in a) if type(a) is list else np.ndim(a)
+
+
+def _block(arrays):
+    depth = _block_depth(arrays)
+    nd = max(depth, _block_ndim(arrays))
+
+    def assemble(a, level):
+        if level == depth:
+            return np.reshape(a, (1,) * (nd - np.ndim(a)) + np.shape(a))
+        # The innermost lists join along the last axis, their parents along the one before...
+        return np.concatenate([assemble(e, level + 1) for e in a], axis=level - depth)
+
+    return assemble(arrays, 0)
+
+
+defcomposite(np.block, _block)
+
+
+def _append(arr, values, axis=None):
+    if axis is None:
+        if np.ndim(arr) != 1:
+            arr = np.ravel(arr)
+        return np.concatenate((arr, np.ravel(values)), axis=0)
+    return np.concatenate((arr, values), axis=axis)
+
+
+defcomposite(np.append, _append)
+
+
+# ---------------------------------------------------------------- splitting
 def _split_vjp(g, ans, x, indices_or_sections, axis=0):
     return np.concatenate(g, axis=axis % np.ndim(x) - np.ndim(x))
 
 
 defvjp(np.split, _split_vjp)
 defvjp(np.array_split, _split_vjp)
+
+
+def _axis_splitter(min_ndim, axis_of):
+    def impl(ary, indices_or_sections):
+        if np.ndim(ary) < min_ndim:
+            raise ValueError(f"this split only works on arrays of {min_ndim} or more dimensions")
+        return np.split(ary, indices_or_sections, axis=axis_of(ary))
+
+    return impl
+
+
+defcomposite(np.hsplit, _axis_splitter(1, lambda a: 1 if np.ndim(a) > 1 else 0))
+defcomposite(np.vsplit, _axis_splitter(2, lambda a: 0))
+defcomposite(np.dsplit, _axis_splitter(3, lambda a: 2))
+
+
+def _unstack(x, /, *, axis=0):
+    if np.ndim(x) == 0:
+        raise ValueError("Input array must be at least 1-d.")
+    ax = operator.index(axis) % np.ndim(x)
+    lead = (slice(None),) * ax
+    return tuple(getitem(x, lead + (i,)) for i in range(np.shape(x)[ax]))
+
+
+defcomposite(np.unstack, _unstack)
+
+
+# ---------------------------------------------------------------- repeating and reordering
+def _tile(A, reps):
+    reps = tuple(reps) if np.ndim(reps) else (operator.index(reps),)
+    shape = np.shape(A)
+    d = max(len(reps), len(shape))
+    shape = (1,) * (d - len(shape)) + shape
+    reps = (1,) * (d - len(reps)) + reps
+    # Interleave a repeat axis before every axis, broadcast along it, then merge the pairs.
+    spread = np.reshape(A, sum(((1, s) for s in shape), ()))
+    spread = np.broadcast_to(spread, sum(((r, s) for r, s in zip(reps, shape)), ()))
+    return np.reshape(spread, tuple(r * s for r, s in zip(reps, shape)))
+
+
+defcomposite(np.tile, _tile)
+defcomposite(np.repeat, lambda a, repeats, axis=None: gather(lambda t: np.repeat(t, repeats, axis), a))
+
+defvjp(np.flip, lambda g, ans, m, axis=None: np.flip(g, negative_axes(axis, np.ndim(m))))
+
+
+def _fliplr(m):
+    if np.ndim(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return np.flip(m, 1)
+
+
+def _flipud(m):
+    if np.ndim(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return np.flip(m, 0)
+
+
+defcomposite(np.fliplr, _fliplr)
+defcomposite(np.flipud, _flipud)
+
+
+def _rot90(m, k=1, axes=(0, 1)):
+    axes = tuple(axes)
+    nd = np.ndim(m)
+    if len(axes) != 2:
+        raise ValueError("len(axes) must be 2.")
+    if axes[0] == axes[1] or abs(axes[0] - axes[1]) == nd:
+        raise ValueError("Axes must be different.")
+    if not (-nd <= axes[0] < nd and -nd <= axes[1] < nd):
+        raise ValueError(f"Axes={axes} out of range for array of ndim={nd}.")
+    k %= 4
+    if k == 0:
+        return np.copy(m)
+    if k == 2:
+        return np.flip(np.flip(m, axes[0]), axes[1])
+    perm = list(range(nd))
+    perm[axes[0] % nd], perm[axes[1] % nd] = perm[axes[1] % nd], perm[axes[0] % nd]
+    if k == 1:
+        return np.transpose(np.flip(m, axes[1]), perm)
+    return np.flip(np.transpose(m, perm), axes[1])
+
+
+defcomposite(np.rot90, _rot90)
+
+
+def _roll_vjp(g, ans, a, shift, axis=None):
+    back = np.negative(shift)
+    if axis is None:
+        nb = batch_ndim(g, ans)
+        flat = np.reshape(g, np.shape(g)[:nb] + (-1,))
+        return np.reshape(np.roll(flat, back, axis=-1), np.shape(g)[:nb] + np.shape(a))
+    return np.roll(g, back, axis=_ordered_axes(axis, np.ndim(a)))
+
+
+defvjp(np.roll, _roll_vjp)
+
+
+# ---------------------------------------------------------------- padding
+_PAD_COPY_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+def _pad(array, pad_width, mode="constant", **kwargs):
+    x = _as_array(array)
+    if mode == "constant":
+        # One extra source holds the per-(axis, side) fill values; np.pad of the tags says where they go.
+        fill = np.broadcast_to(_as_array(kwargs.get("constant_values", 0)), (np.ndim(x), 2))
+        if x.dtype.kind in "fc" and fill.dtype != x.dtype:
+            fill = fill.astype(x.dtype)
+        return gather(lambda tx, tf: np.pad(tx, pad_width, "constant", constant_values=tf), x, fill)
+    if mode in _PAD_COPY_MODES and kwargs.get("reflect_type", "even") == "even":
+        return gather(lambda t: np.pad(t, pad_width, mode, **kwargs), x)
+    raise UnsupportedFunctionError(
+        "numpy.pad",
+        f"Supported: mode='constant' (traced constant_values too), {', '.join(_PAD_COPY_MODES)} "
+        f"with reflect_type='even'; got mode={mode!r} {kwargs or ''}.",
+    )
+
+
+defcomposite(np.pad, _pad)
+
+
+# ---------------------------------------------------------------- triangles and diagonals
+def _tri_mask(m, k):
+    return np.tri(*np.shape(m)[-2:], k=k, dtype=bool)
+
+
+defcomposite(np.tril, lambda m, k=0: np.where(_tri_mask(m, k), m, 0))
+defcomposite(np.triu, lambda m, k=0: np.where(_tri_mask(m, k - 1), 0, m))
+
+
+def _with_zero_slot(build):
+    """Gather from ``v`` plus one zero: ``build`` fills new positions with tag 0, the zero."""
+
+    def impl(v, k=0):
+        v = _as_array(v)
+        return gather(lambda tz, tv: build(tv, k), np.zeros(1, dtype=v.dtype), v)
+
+    return impl
+
+
+defcomposite(np.diag, _with_zero_slot(np.diag))
+defcomposite(np.diagflat, _with_zero_slot(np.diagflat))
+# np.diagonal, np.trace and np.matrix_transpose live in rules/contractions.py (einsum based);
+# np.apply_along_axis and np.apply_over_axes in rules/misc.py.
+
+
+# ---------------------------------------------------------------- inserting and deleting
+def _insert(arr, obj, values, axis=None):
+    arr = _as_array(arr)
+    out = gather(lambda ta, tv: np.insert(ta, obj, tv, axis), arr, values)
+    # NumPy casts the inserted values to the array's dtype.
+    return out if out.dtype == arr.dtype else out.astype(arr.dtype)
+
+
+defcomposite(np.insert, _insert)
+defcomposite(np.delete, lambda arr, obj, axis=None: gather(lambda t: np.delete(t, obj, axis), arr))
+
+
+
+def _mark_views() -> None:
+    """Primitives whose output NumPy may return as a view of their first argument."""
+    from ..registry import PRIMITIVE, RULES
+
+    candidates = (
+        np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.squeeze,
+        np.expand_dims, np.broadcast_to, np.diagonal, np.split, np.array_split,
+        np.real, np.imag, np.matrix_transpose, np.linalg.matrix_transpose, np.linalg.diagonal,
+    )
+    for fun in candidates:
+        rule = RULES.get(fun)
+        if rule is not None and rule.kind == PRIMITIVE:
+            rule.returns_view = True
+
+
+_mark_views()
