@@ -192,10 +192,18 @@ def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: It
     start = max(node.index for node, _ in roots)
     lowest = min(wanted) if wanted else 0
     unbatched = not batch
+    # Bound once: this loop runs once per recorded call.
+    slots = cts.slots
+    owned = cts.owned
+    take = slots.pop
+    accumulate = cts._sum
     for idx in range(start, lowest - 1, -1):
-        g = cts.pop(idx)
+        g = take(idx, None)
         if g is None:
             continue
+        if owned:
+            for item in g if type(g) is list else (g,):
+                owned.pop(id(item), None)
         node = nodes[idx]
         if idx in wanted:
             found[idx] = g
@@ -208,12 +216,14 @@ def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: It
         kwargs = node.kwargs
         vjps = node.rule.vjps
         ans = node.ans
-        seq_cts: dict = {}
+        seq_cts = None
         for argnum, pos, parent, out in parents:
             if pos < 0:
                 gi = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
                 target = args[argnum]
             else:
+                if seq_cts is None:
+                    seq_cts = {}
                 per_element = seq_cts.get(argnum)
                 if per_element is None:
                     per_element = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
@@ -229,5 +239,10 @@ def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: It
                 fits = False
             if not fits:
                 gi = fit_cotangent(gi, target, batch)
-            cts.add(parent, out, gi)
+            if out < 0:
+                pidx = parent.index
+                prev = slots.get(pidx)
+                slots[pidx] = gi if prev is None else accumulate(prev, gi)
+            else:
+                cts.add(parent, out, gi)
     return found

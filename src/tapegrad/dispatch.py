@@ -193,6 +193,65 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
     return _emit(rule, tape, raw, None, ans, parents)
 
 
+def record_unary(rule: Rule, a: Any) -> Any:
+    """Hot path for a one-input ufunc with a VJP (``np.sin(x)``, ``-x``)."""
+    if type(a) is not Tracer or not rule.simple:
+        return record_elementwise(rule, (a,))
+    tape = a._tape
+    raw = a._value
+    ans = rule.fun(raw)
+    if not tape.recording:
+        return ans
+    if rule.remember:
+        tape.memo[(rule.key, id(raw))] = ans
+    dtype = getattr(ans, "dtype", None)
+    if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
+        return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
+    nodes = tape.nodes
+    node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node, a._out),))
+    nodes.append(node)
+    return Tracer(ans, node, tape)
+
+
+def record_binary(rule: Rule, a: Any, b: Any) -> Any:
+    """Hot path for a two-input ufunc with VJPs for both inputs (``x * y``, ``x + 1.0``)."""
+    if not rule.simple:
+        return record_elementwise(rule, (a, b))
+    if type(a) is Tracer:
+        tape = a._tape
+        if type(b) is Tracer:
+            tape_b = b._tape
+            if tape_b is tape:
+                raw = (a._value, b._value)
+                parents = ((0, -1, a._node, a._out), (1, -1, b._node, b._out))
+            elif tape_b.level > tape.level:
+                tape = tape_b
+                raw = (a, b._value)
+                parents = ((1, -1, b._node, b._out),)
+            else:
+                raw = (a._value, b)
+                parents = ((0, -1, a._node, a._out),)
+        else:
+            raw = (a._value, b)
+            parents = ((0, -1, a._node, a._out),)
+    elif type(b) is Tracer:
+        tape = b._tape
+        raw = (a, b._value)
+        parents = ((1, -1, b._node, b._out),)
+    else:
+        return rule.fun(a, b)
+    ans = rule.fun(*raw)
+    if not tape.recording:
+        return ans
+    dtype = getattr(ans, "dtype", None)
+    if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
+        return _emit(rule, tape, raw, None, ans, list(parents))
+    nodes = tape.nodes
+    node = Node(len(nodes), rule, raw, None, ans, parents)
+    nodes.append(node)
+    return Tracer(ans, node, tape)
+
+
 def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list) -> Any:
     """Record the node of a computed primitive and wrap its output(s) as tracers."""
     if not tape.recording or not parents:
@@ -295,6 +354,11 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
         if rule is None:
             raise UnsupportedFunctionError(function_name(key))
     if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
+        n = len(inputs)
+        if n == 2:
+            return record_binary(rule, inputs[0], inputs[1])
+        if n == 1:
+            return record_unary(rule, inputs[0])
         return record_elementwise(rule, inputs)
     if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
         raise GradientDroppedError(

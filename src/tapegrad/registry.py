@@ -70,6 +70,12 @@ class Rule:
     #: The output may be a view of the first argument (reshape, transpose, ...):
     #: tapegrad then refuses in-place writes that NumPy would propagate between them.
     returns_view: bool = False
+
+    #: A primitive with a VJP for every argument: eligible for the operator fast path.
+    simple: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.simple = self.kind == PRIMITIVE and all(callable(v) for v in self.vjps)
     tags: set = field(default_factory=set)
 
 

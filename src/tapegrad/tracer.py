@@ -265,28 +265,28 @@ class Tracer:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Any:
-        return _binary(np.add, self, other)
+        return record_binary(RULES[np.add], self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return _binary(np.add, other, self)
+        return record_binary(RULES[np.add], other, self)
 
     def __sub__(self, other: Any) -> Any:
-        return _binary(np.subtract, self, other)
+        return record_binary(RULES[np.subtract], self, other)
 
     def __rsub__(self, other: Any) -> Any:
-        return _binary(np.subtract, other, self)
+        return record_binary(RULES[np.subtract], other, self)
 
     def __mul__(self, other: Any) -> Any:
-        return _binary(np.multiply, self, other)
+        return record_binary(RULES[np.multiply], self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return _binary(np.multiply, other, self)
+        return record_binary(RULES[np.multiply], other, self)
 
     def __truediv__(self, other: Any) -> Any:
-        return _binary(np.true_divide, self, other)
+        return record_binary(RULES[np.true_divide], self, other)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return _binary(np.true_divide, other, self)
+        return record_binary(RULES[np.true_divide], other, self)
 
     def __floordiv__(self, other: Any) -> Any:
         return np.floor_divide(self, other)
@@ -307,10 +307,10 @@ class Tracer:
         return np.divmod(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return _binary(np.power, self, other)
+        return record_binary(RULES[np.power], self, other)
 
     def __rpow__(self, other: Any) -> Any:
-        return _binary(np.power, other, self)
+        return record_binary(RULES[np.power], other, self)
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -319,7 +319,7 @@ class Tracer:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return _unary(np.negative, self)
+        return record_unary(RULES[np.negative], self)
 
     def __pos__(self) -> Any:
         return np.positive(self)
@@ -463,17 +463,15 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
     return target
 
 
-def _binary(ufunc: np.ufunc, a: Any, b: Any) -> Any:
-    # Operators skip NumPy's override machinery: the hot path of small-array code.
-    return record_elementwise(RULES[ufunc], (a, b))
-
-
-def _unary(ufunc: np.ufunc, a: Any) -> Any:
-    return record_elementwise(RULES[ufunc], (a,))
-
-
 # Imported last: these modules import Tracer from here.
-from .dispatch import dispatch_function, dispatch_ufunc, record_elementwise, strip  # noqa: E402
+from .dispatch import (  # noqa: E402
+    dispatch_function,
+    dispatch_ufunc,
+    record_binary,
+    record_elementwise,
+    record_unary,
+    strip,
+)
 from .registry import RULES  # noqa: E402
 from .rules.indexing import astype, getitem, setitem  # noqa: E402
 from .rules.methods import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
