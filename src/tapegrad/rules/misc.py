@@ -162,9 +162,9 @@ defcomposite(np.corrcoef, _corrcoef, note="clipped to [-1, 1] like NumPy (a tie 
 # ------------------------------------------------------------------ gradient
 def _spacing(d, length):
     """Scalar spacing (uniform) or the differences of 1-D coordinates (non-uniform)."""
-    d = as_array(d)
     if np.ndim(d) == 0:
-        return d
+        return d  # Python scalars stay weakly typed, as in NumPy
+    d = as_array(d)
     if np.ndim(d) != 1:
         raise ValueError("distances must be either scalars or 1d")
     if len(d) != length:
@@ -186,9 +186,10 @@ def _window(f, axis, start, length):
 
 def _combine(f, axis, coefs, starts, length):
     """``sum_j coefs[j] * f[starts[j] : starts[j] + length]`` along ``axis``."""
-    total = 0
-    for c, s in zip(coefs, starts):
-        total = total + c * _window(f, axis, s, length)
+    terms = [c * _window(f, axis, s, length) for c, s in zip(coefs, starts)]
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
     return total
 
 
@@ -241,7 +242,7 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     if not varargs:
         spacings = [1.0] * len(axes)
     elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
-        spacings = [as_array(varargs[0])] * len(axes)
+        spacings = list(varargs) * len(axes)
     elif len(varargs) == len(axes):
         spacings = [_spacing(d, np.shape(f)[ax]) for d, ax in zip(varargs, axes)]
     else:
@@ -456,4 +457,7 @@ defcomposite(np.histogram2d, _histogram2d, note=_HIST_NOTE)
 
 
 # ------------------------------------------------------------------ files
-defconstant(np.save, np.savez, np.savez_compressed, np.savetxt, note="writes the raw values: no gradient flows through a file")
+defconstant(
+    np.save, np.savez, np.savez_compressed, np.savetxt,
+    note="writes the raw values: no gradient flows through a file",
+)
