@@ -47,9 +47,11 @@ def remembered(ufunc: Any, x: Any) -> Any:
     """
     stack = _MEMOS.stack
     if stack:
-        hit = stack[-1].get((ufunc, id(x)))
-        if hit is not None:
-            return hit
+        ref = stack[-1].get((ufunc, id(x)))
+        if ref is not None:
+            hit = ref()
+            if hit is not None:
+                return hit
     return ufunc(x)
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
 from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, PRIMITIVE, RULES, Rule, function_name
-from .tape import Node
+from .tape import Node, Pruned
 from .tracer import Tracer, link_opaque_views
 
 __all__ = ["record", "call_rule", "call_constant", "strip", "strip_all", "primitive", "dispatch_function"]
@@ -189,8 +190,34 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
     raw = tuple(raw)
     ans = rule.fun(*raw)
     if rule.remember and tape.recording:
-        tape.memo[(rule.key, id(raw[0]))] = ans
+        tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
     return _emit(rule, tape, raw, None, ans, parents)
+
+
+#: Arrays smaller than this stay on the tape even when no VJP reads them:
+#: pruning them would cost more than it saves.
+PRUNE_BYTES = 1 << 16
+
+
+def _prune(rule: Rule, raw: tuple, ans: Any, parents: Any) -> tuple:
+    """The values a node keeps: arguments and output its recorded VJPs read, else placeholders."""
+    needs = rule.needs
+    keep = set()
+    for p in parents:
+        keep.update(needs[p[0]])
+    stored = tuple(
+        Pruned(a) if i not in keep and (type(a) is np.ndarray or type(a) is Tracer) else a
+        for i, a in enumerate(raw)
+    )
+    return stored, (ans if -1 in keep else Pruned(ans))
+
+
+def _memo_ref(value: Any) -> Any:
+    """A weak reference where possible: the memo must not keep pruned outputs alive."""
+    try:
+        return weakref.ref(value)
+    except TypeError:  # NumPy scalars: small, kept as they are
+        return lambda: value
 
 
 def record_unary(rule: Rule, a: Any) -> Any:
@@ -203,12 +230,17 @@ def record_unary(rule: Rule, a: Any) -> Any:
     if not tape.recording:
         return ans
     if rule.remember:
-        tape.memo[(rule.key, id(raw))] = ans
+        tape.memo[(rule.key, id(raw))] = _memo_ref(ans)
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
     nodes = tape.nodes
-    node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node, a._out),))
+    parents = ((0, -1, a._node, a._out),)
+    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
+        stored, kept = _prune(rule, (raw,), ans, parents)
+        node = Node(len(nodes), rule, stored, None, kept, parents)
+    else:
+        node = Node(len(nodes), rule, (raw,), None, ans, parents)
     nodes.append(node)
     return Tracer(ans, node, tape)
 
@@ -247,7 +279,11 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, raw, None, ans, list(parents))
     nodes = tape.nodes
-    node = Node(len(nodes), rule, raw, None, ans, parents)
+    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
+        stored, kept = _prune(rule, raw, ans, parents)
+        node = Node(len(nodes), rule, stored, None, kept, parents)
+    else:
+        node = Node(len(nodes), rule, raw, None, ans, parents)
     nodes.append(node)
     return Tracer(ans, node, tape)
 
@@ -277,7 +313,11 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
     dtype = getattr(ans, "dtype", None)
     if dtype is None or dtype.kind not in "fc":
         return ans
-    node = Node(len(nodes), rule, raw, kwargs or None, ans, tuple(parents))
+    parents = tuple(parents)
+    stored, kept = raw, ans
+    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
+        stored, kept = _prune(rule, raw, ans, parents)
+    node = Node(len(nodes), rule, stored, kwargs or None, kept, parents)
     nodes.append(node)
     return Tracer(ans, node, tape)
 

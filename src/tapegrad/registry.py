@@ -71,6 +71,10 @@ class Rule:
     #: tapegrad then refuses in-place writes that NumPy would propagate between them.
     returns_view: bool = False
 
+    #: For each VJP, the argument positions it reads (``-1`` for the output), or
+    #: ``None`` (reads everything).  Values no recorded VJP reads are pruned from
+    #: the node (see :class:`tapegrad.tape.Pruned`), so they can be freed early.
+    needs: Optional[tuple] = None
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
 
@@ -112,6 +116,7 @@ def defvjp(
     note: str = "",
     pass_kwargs: bool = True,
     remember: bool = False,
+    needs: Optional[tuple] = None,
 ) -> Any:
     """Register the vector-Jacobian products of a function, one per positional argument.
 
@@ -136,6 +141,10 @@ def defvjp(
         such as ``dtype=`` do not change a derivative, so ufunc rules skip them).
     remember : bool, default False
         Keep the outputs in the tape's memo for other rules (see :class:`Rule`).
+    needs : tuple of tuple of int, optional
+        ``needs[i]``: the argument positions VJP ``i`` reads (``-1`` for the
+        output).  Large arrays no recorded VJP reads are not kept on the tape,
+        which lowers the peak memory of a gradient.  Leave it out to keep all.
 
     Returns
     -------
@@ -157,6 +166,7 @@ def defvjp(
         note=note,
         remember=remember,
         pass_kwargs=pass_kwargs,
+        needs=needs,
     )
     return fun
 

@@ -16,6 +16,8 @@ import itertools
 import sys
 from typing import Any
 
+import numpy as np
+
 from .integrations import autoray as _autoray  # never imports autoray itself
 
 __all__ = ["Node", "Tape"]
@@ -61,6 +63,54 @@ class Node:
         return f"<Node {self.index} {name}>"
 
 
+class Pruned:
+    """Stands on a node for a value its VJPs do not read: only shape and dtype are kept.
+
+    A node of ``y = a + b`` needs neither ``a`` nor ``b`` to propagate
+    cotangents, only their shapes; holding the arrays would keep every
+    intermediate of a long computation alive until the sweep.  Any attempt to
+    compute with a pruned value means a rule's declaration is wrong: it raises.
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, value: Any) -> None:
+        self.shape = value.shape
+        self.dtype = value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for n in self.shape:
+            size *= n
+        return size
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            "tapegrad internal error: a derivative rule read a value its registration said "
+            "it does not need (the `needs=` of defvjp is wrong); please report this."
+        )
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        # Shape queries are what the backward driver and shape-only rules ask.
+        if func is np.shape:
+            return self.shape
+        if func is np.ndim:
+            return len(self.shape)
+        if func is np.size and len(args) == 1 and not kwargs:
+            return self.size
+        return self._refuse()
+
+    __array_ufunc__ = _refuse
+    __array__ = _refuse
+    __getitem__ = _refuse
+    __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __truediv__ = __rtruediv__ = _refuse
+
+
 class Tape:
     """An ordered record of the calls made on the tracers of one level.
 
@@ -74,8 +124,8 @@ class Tape:
 
     def __init__(self, persistent: bool = False) -> None:
         self.nodes: list = []
-        #: (ufunc, id(input)) -> output of remembered ufuncs (see Rule.remember);
-        #: the nodes keep the inputs alive, so their ids stay unique.
+        #: (ufunc, id(input)) -> weak reference to the output of remembered ufuncs
+        #: (see Rule.remember); their nodes keep the inputs alive, so ids stay unique.
         self.memo: dict = {}
         self.level: int = next(_levels)
         self.recording: bool = True

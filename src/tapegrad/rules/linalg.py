@@ -131,7 +131,8 @@ def _matmul_y(g, ans, x, y, **kwargs):
     return swap_last(x) @ g
 
 
-defvjp(np.matmul, _matmul_x, _matmul_y)
+# Each VJP reads the other operand (and only the ndim of its own, and ans's ndim).
+defvjp(np.matmul, _matmul_x, _matmul_y, needs=((1,), (0, -1)))
 
 
 # ---------------------------------------------------------------- inverse, determinants, solve

@@ -117,8 +117,9 @@ def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, 
     return unreduce(g, shape, axis, keepdims) * weights
 
 
-defvjp(np.sum, _sum_vjp)
-defvjp(np.mean, _mean_vjp)
+# Only x's shape is read: a summed array need not stay alive until the sweep.
+defvjp(np.sum, _sum_vjp, needs=((),))
+defvjp(np.mean, _mean_vjp, needs=((),))
 for _f in (np.max, np.min, np.amax, np.amin):
     defvjp(_f, _extremum_vjp, note="ties split equally")
 

@@ -98,8 +98,8 @@ def _ravel_vjp(g, ans, x, order="C"):
 
 defvjp(np.reshape, _reshape_vjp)
 defvjp(np.ravel, _ravel_vjp)
-defvjp(np.squeeze, _same_size_vjp)
-defvjp(np.expand_dims, _same_size_vjp)
+defvjp(np.squeeze, _same_size_vjp, needs=((),))
+defvjp(np.expand_dims, _same_size_vjp, needs=((),))
 
 
 def _atleast(shape_of):
@@ -153,9 +153,9 @@ def _moveaxis_vjp(g, ans, x, source, destination):
     return np.moveaxis(g, dst, src)
 
 
-defvjp(np.transpose, _transpose_vjp)  # np.permute_dims is the same function object
-defvjp(np.swapaxes, _swapaxes_vjp)
-defvjp(np.moveaxis, _moveaxis_vjp)
+defvjp(np.transpose, _transpose_vjp, needs=((),))  # np.permute_dims is the same function object
+defvjp(np.swapaxes, _swapaxes_vjp, needs=((),))
+defvjp(np.moveaxis, _moveaxis_vjp, needs=((),))
 
 
 def _rollaxis(a, axis, start=0):
@@ -174,8 +174,8 @@ defcomposite(np.rollaxis, _rollaxis)
 
 # ---------------------------------------------------------------- broadcasting and copies
 # Broadcasting is undone by the backward driver, which sums the broadcast axes.
-defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g)
-defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g)
+defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g, needs=((),))
+defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g, needs=((),))
 defvjp(np.asarray, lambda g, ans, x, *args, **kwargs: g)
 
 

@@ -43,14 +43,14 @@ _LN10 = math.log(10.0)
 _DEG = math.pi / 180.0
 
 
-def defufunc(ufunc, *vjps, note="", remember=False):
+def defufunc(ufunc, *vjps, note="", remember=False, needs=None):
     """``defvjp`` for a ufunc whose VJPs ignore the call's keyword arguments.
 
     Ufunc keywords (``dtype=``, ``casting=``, ``order=``) do not change the
     derivative (the driver casts the cotangent); ``out=`` and ``where=`` are
     rejected by the dispatcher before a rule runs.
     """
-    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember)
+    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs)
 
 
 def _is_const_scalar(v: object) -> bool:
@@ -63,15 +63,15 @@ def _nonzero(a):
 
 
 # --------------------------------------------------------------- arithmetic
-defufunc(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-defufunc(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
-defufunc(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+defufunc(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
+defufunc(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
+defufunc(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
 # np.divide is np.true_divide.
-defufunc(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
-defufunc(np.negative, lambda g, ans, x: -g)
-defufunc(np.positive, lambda g, ans, x: g)
-defufunc(np.reciprocal, lambda g, ans, x: -g * ans * ans)
-defufunc(np.square, lambda g, ans, x: g * (x * 2))
+defufunc(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
+defufunc(np.negative, lambda g, ans, x: -g, needs=((),))
+defufunc(np.positive, lambda g, ans, x: g, needs=((),))
+defufunc(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
+defufunc(np.square, lambda g, ans, x: g * (x * 2), needs=((0,),))
 
 
 def _power_base(g, ans, x, y):
@@ -92,19 +92,19 @@ def _power_exponent(g, ans, x, y):
 
 
 # np.pow is np.power.
-defufunc(np.power, _power_base, _power_exponent, note="d/dy at x == 0 taken as 0")
+defufunc(np.power, _power_base, _power_exponent, note="d/dy at x == 0 taken as 0", needs=((0, 1), (0, 1, -1)))
 defufunc(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _power_exponent)
 
 # --------------------------------------------------------------- exp and log
-defufunc(np.exp, lambda g, ans, x: g * ans)
-defufunc(np.exp2, lambda g, ans, x: g * (ans * _LN2))
-defufunc(np.expm1, lambda g, ans, x: g * (ans + 1))
-defufunc(np.log, lambda g, ans, x: g / x)
-defufunc(np.log2, lambda g, ans, x: g / (x * _LN2))
-defufunc(np.log10, lambda g, ans, x: g / (x * _LN10))
-defufunc(np.log1p, lambda g, ans, x: g / (x + 1))
-defufunc(np.sqrt, lambda g, ans, x: g / (ans * 2), note="inf at 0 (nan where the cotangent is 0)")
-defufunc(np.cbrt, lambda g, ans, x: g / (ans * ans * 3), note="inf at 0 (nan where the cotangent is 0)")
+defufunc(np.exp, lambda g, ans, x: g * ans, needs=((-1,),))
+defufunc(np.exp2, lambda g, ans, x: g * (ans * _LN2), needs=((-1,),))
+defufunc(np.expm1, lambda g, ans, x: g * (ans + 1), needs=((-1,),))
+defufunc(np.log, lambda g, ans, x: g / x, needs=((0,),))
+defufunc(np.log2, lambda g, ans, x: g / (x * _LN2), needs=((0,),))
+defufunc(np.log10, lambda g, ans, x: g / (x * _LN10), needs=((0,),))
+defufunc(np.log1p, lambda g, ans, x: g / (x + 1), needs=((0,),))
+defufunc(np.sqrt, lambda g, ans, x: g / (ans * 2), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+defufunc(np.cbrt, lambda g, ans, x: g / (ans * ans * 3), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
 # exp(x - ans) <= 1 never overflows: the stable form of e^x / (e^x + e^y).
 defufunc(
     np.logaddexp,
@@ -119,12 +119,12 @@ defufunc(
 
 # --------------------------------------------------------------- trigonometric
 # np.asin, np.acos, np.atan, np.atan2, np.asinh, ... are the same ufunc objects.
-defufunc(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True)
-defufunc(np.cos, lambda g, ans, x: g * -remembered(np.sin, x), remember=True)
-defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1))
+defufunc(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True, needs=((0,),))
+defufunc(np.cos, lambda g, ans, x: g * -remembered(np.sin, x), remember=True, needs=((0,),))
+defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1), needs=((-1,),))
 defufunc(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
 defufunc(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
-defufunc(np.arctan, lambda g, ans, x: g / (x * x + 1))
+defufunc(np.arctan, lambda g, ans, x: g / (x * x + 1), needs=((0,),))
 defufunc(
     np.arctan2,
     lambda g, ans, y, x: g * (x / (x * x + y * y)),
@@ -136,9 +136,9 @@ defufunc(
     lambda g, ans, x, y: g * (y / _nonzero(ans)),
     note="subgradient 0 at (0, 0)",
 )
-defufunc(np.sinh, lambda g, ans, x: g * remembered(np.cosh, x), remember=True)
-defufunc(np.cosh, lambda g, ans, x: g * remembered(np.sinh, x), remember=True)
-defufunc(np.tanh, lambda g, ans, x: g * (1 - ans * ans))
+defufunc(np.sinh, lambda g, ans, x: g * remembered(np.cosh, x), remember=True, needs=((0,),))
+defufunc(np.cosh, lambda g, ans, x: g * remembered(np.sinh, x), remember=True, needs=((0,),))
+defufunc(np.tanh, lambda g, ans, x: g * (1 - ans * ans), needs=((-1,),))
 defufunc(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
 # sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the principal branch for complex x.
 defufunc(np.arccosh, lambda g, ans, x: g / (np.sqrt(x - 1) * np.sqrt(x + 1)))
