@@ -366,3 +366,37 @@ def test_float32_preserved(name):
 
     assert tg.grad(loss)(a).dtype == np.float32
     assert tg.hessian(loss)(a).dtype == np.float32
+
+
+# ---------------------------------------------------------------- one-hot cotangent fast path
+@pytest.mark.parametrize("pattern", ["diagonal", "permutation", "some-empty-rows", "two-per-row"])
+def test_one_hot_cotangent_product_matches_dense(pattern):
+    from tapegrad.rules.linalg import _rows_times
+
+    rng = np.random.default_rng(3)
+    n, k = 80, 7
+    m = rng.standard_normal((n, k))
+    g = np.zeros((n, n))
+    if pattern == "diagonal":
+        g[np.arange(n), np.arange(n)] = rng.standard_normal(n)
+    elif pattern == "permutation":
+        g[np.arange(n), rng.permutation(n)] = rng.standard_normal(n)
+    elif pattern == "some-empty-rows":
+        rows = np.arange(0, n, 3)
+        g[rows, rng.integers(0, n, rows.size)] = 2.0
+    else:
+        g[np.arange(n), np.arange(n)] = 1.0
+        g[0, 1] = 3.0
+    np.testing.assert_allclose(_rows_times(g, m), g @ m, rtol=1e-14, atol=1e-14)
+    batched = np.stack([g, g[::-1]])
+    np.testing.assert_allclose(_rows_times(batched, m), batched @ m, rtol=1e-14, atol=1e-14)
+
+
+def test_jacobian_of_a_wide_layer_uses_the_identity_seed_and_is_exact():
+    rng = np.random.default_rng(4)
+    W1, W2 = rng.standard_normal((100, 100)) / 10, rng.standard_normal((100, 100)) / 10
+    x = rng.standard_normal(100)
+    J = tg.jacobian(lambda x: np.tanh(W2 @ np.tanh(W1 @ x)))(x)
+    h = np.tanh(W1 @ x)
+    expected = (1 - np.tanh(W2 @ h) ** 2)[:, None] * W2 @ ((1 - h**2)[:, None] * W1)
+    np.testing.assert_allclose(J, expected, rtol=1e-12, atol=1e-14)

@@ -87,12 +87,42 @@ def _tri_cotangent(m: Any, lower: bool) -> Any:
     return (m + swap_last(m)) * _half_tri(np.shape(m)[-1], lower, _real_dtype(m))
 
 
+#: Below this many rows a dense product is cheaper than looking for sparsity.
+_SPARSE_ROWS = 64
+
+
+def _one_hot_rows_times(g: np.ndarray, m: np.ndarray) -> Any:
+    """``g @ m`` when every row of ``g`` has at most one nonzero, else ``None``.
+
+    A Jacobian's sweep starts from basis cotangents (one-hot rows), and
+    element-wise rules keep them one-hot: the first matrix product of the sweep
+    is then a scaled gather of rows of ``m``, O(n k) instead of O(n^2 k).
+    Checking costs one pass over ``g``, small next to the product it replaces.
+    """
+    nonzeros = np.count_nonzero(g)
+    if nonzeros > g.shape[0]:
+        return None
+    if g.shape[0] == g.shape[1] == m.shape[0] and np.count_nonzero(np.diagonal(g)) == nonzeros:
+        return np.diagonal(g)[:, None] * m  # a diagonal g: the usual first step of a Jacobian sweep
+    rows, cols = np.nonzero(g)
+    if rows.size and np.any(rows[1:] == rows[:-1]):
+        return None
+    scale = g[rows, cols][:, None]
+    out = np.zeros((g.shape[0], m.shape[1]), dtype=np.result_type(g, m))
+    out[rows] = scale * np.take(m, cols, axis=0)
+    return out
+
+
 def _rows_times(g: Any, m: Any) -> Any:
     """``g @ m`` for a 2-D ``m``: every leading axis of ``g`` folds into rows (one BLAS call)."""
-    if np.ndim(g) <= 2:
-        return g @ m
     shape = np.shape(g)
-    return np.reshape(np.reshape(g, (-1, shape[-1])) @ m, shape[:-1] + (np.shape(m)[-1],))
+    g2 = g if len(shape) <= 2 else np.reshape(g, (-1, shape[-1]))
+    out = None
+    if type(g2) is np.ndarray and type(m) is np.ndarray and g2.ndim == 2 and g2.shape[0] >= _SPARSE_ROWS:
+        out = _one_hot_rows_times(g2, m)
+    if out is None:
+        out = g2 @ m
+    return out if len(shape) <= 2 else np.reshape(out, shape[:-1] + (np.shape(m)[-1],))
 
 
 # ---------------------------------------------------------------- matmul
