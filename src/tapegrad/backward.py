@@ -41,12 +41,12 @@ _MEMOS = _MemoStack()
 def remembered(ufunc: Any, x: Any) -> Any:
     """``ufunc(x)``, reusing the forward pass's result when the program computed it.
 
-    Only ufuncs registered with ``remember=True`` are kept (see
-    :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
+    Only large outputs of ufuncs registered with ``remember=True`` are kept
+    (see :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
     the forward call received, so the look-up is by identity.
     """
     stack = _MEMOS.stack
-    if stack:
+    if stack and stack[-1]:
         ref = stack[-1].get((ufunc, id(x)))
         if ref is not None:
             hit = ref()

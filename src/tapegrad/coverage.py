@@ -97,10 +97,13 @@ def _method_rows() -> List[Row]:
     from tapegrad.registry import CONSTANT, RULES
 
     out = []
-    for key, rule in RULES.items():
-        if isinstance(key, tuple):
-            status = "constant" if rule.kind == CONSTANT else "differentiable"
-            out.append(Row([rule.name], status, rule.note))
+    for key, rule in list(RULES.items()):
+        # NumPy's own ufuncs only: SciPy's get their methods on first use, so listing
+        # them would make the table depend on what ran before.
+        if isinstance(key, tuple) and getattr(np, key[0].__name__, None) is key[0]:
+            base = RULES.get(key[0])
+            constant = rule.kind == CONSTANT or (base is not None and base.kind == CONSTANT)
+            out.append(Row([rule.name], "constant" if constant else "differentiable", rule.note))
     out.sort(key=lambda r: r.names[0])
     return out
 

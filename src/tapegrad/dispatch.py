@@ -189,7 +189,7 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
         i += 1
     raw = tuple(raw)
     ans = rule.fun(*raw)
-    if rule.remember and tape.recording:
+    if rule.remember and tape.recording and getattr(ans, "nbytes", 0) > PRUNE_BYTES:
         tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
     return _emit(rule, tape, raw, None, ans, parents)
 
@@ -229,16 +229,19 @@ def record_unary(rule: Rule, a: Any) -> Any:
     ans = rule.fun(raw)
     if not tape.recording:
         return ans
-    if rule.remember:
-        tape.memo[(rule.key, id(raw))] = _memo_ref(ans)
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
     nodes = tape.nodes
     parents = ((0, -1, a._node, a._out),)
-    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
-        stored, kept = _prune(rule, (raw,), ans, parents)
-        node = Node(len(nodes), rule, stored, None, kept, parents)
+    if ans.nbytes > PRUNE_BYTES:  # small arrays: bookkeeping would cost more than it saves
+        if rule.remember:
+            tape.memo[(rule.key, id(raw))] = _memo_ref(ans)
+        if rule.needs is not None:
+            stored, kept = _prune(rule, (raw,), ans, parents)
+            node = Node(len(nodes), rule, stored, None, kept, parents)
+        else:
+            node = Node(len(nodes), rule, (raw,), None, ans, parents)
     else:
         node = Node(len(nodes), rule, (raw,), None, ans, parents)
     nodes.append(node)

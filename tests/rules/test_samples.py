@@ -19,12 +19,7 @@ from tapegrad.testing import check_grads
 from .samples import FIRST_ORDER_SAMPLES, SAMPLES
 
 # Samples that expose a bug in a rule: kept (strict xfail) so the bug stays visible.
-KNOWN_FAILURES = {
-    "numpy.asarray-0": (
-        "second order: the np.asarray primitive calls np.asarray on the lower-level tracer "
-        "without like=, which NumPy does not dispatch (GradientDroppedError)"
-    ),
-}
+KNOWN_FAILURES: dict = {}
 
 
 def _params(table, known_failures, prefix=""):

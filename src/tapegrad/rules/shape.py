@@ -176,7 +176,14 @@ defcomposite(np.rollaxis, _rollaxis)
 # Broadcasting is undone by the backward driver, which sums the broadcast axes.
 defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g, needs=((),))
 defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g, needs=((),))
-defvjp(np.asarray, lambda g, ans, x, *args, **kwargs: g)
+
+
+def _asarray(a, dtype=None, order=None, *, like=None, **kwargs):
+    """``np.asarray(tracer, like=...)``: the tracer itself (a cast when ``dtype`` asks)."""
+    return a if dtype is None else a.astype(dtype)
+
+
+defcomposite(np.asarray, _asarray)
 
 
 def _broadcast_arrays(*args, subok=False):
