@@ -25,9 +25,13 @@ from .gradient_tape import GradientTape
 from .checkpoint import checkpoint
 from .custom import custom_vjp
 from .forward import hvp, jacfwd, jvp
+from .memory import retain_freed_memory
 from .registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
 
 __version__ = "0.1.0"
+
+if __import__("os").environ.get("TAPEGRAD_RETAIN_MEMORY", "") not in ("", "0"):
+    retain_freed_memory(True)
 
 __all__ = [
     "Tracer",
@@ -50,6 +54,7 @@ __all__ = [
     "defcomposite",
     "defconstant",
     "CONSTANT_ARG",
+    "retain_freed_memory",
     "TapegradError",
     "UnsupportedFunctionError",
     "GradientDroppedError",

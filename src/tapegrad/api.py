@@ -22,6 +22,7 @@ from .requests import (
     fresh_results,
     gradient_request,
     jacobian_request,
+    leading_batch,
     resolve,
 )
 from .backward import backward
@@ -214,16 +215,8 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
         cts = [ct if type(ct) is Tracer else np.asarray(ct) for ct in flatten_up_to(out_structure, cotangent)]
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
-        batch = None
-        for ct, y in zip(cts, out_leaves):
-            extra = np.ndim(ct) - np.ndim(y)
-            if extra < 0 or np.shape(ct)[extra:] != np.shape(y):
-                raise ValueError(f"cotangent shape {np.shape(ct)} does not end with the output shape {np.shape(y)}")
-            b = np.shape(ct)[:extra]
-            if batch is not None and b != batch:
-                raise ValueError("all cotangents must carry the same batch axes")
-            batch = b
-        results = _vjp_batched(tape, out_leaves, flat, cts, batch or ())
+        batch = leading_batch(cts, out_leaves, "cotangent")
+        results = _vjp_batched(tape, out_leaves, flat, cts, batch)
         return tuple(_results_per_arg(sources, fresh_results(results, cts), False))
 
     value = _lower(out, tape)

@@ -8,7 +8,6 @@ implementation, or :func:`call_constant`.
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 import weakref
 from typing import Any, Callable
@@ -67,6 +66,7 @@ def _kwargs_to_positional(rule: Rule, args: tuple, kwargs: dict) -> tuple:
 
     Rare path: only taken when a tracer is passed by keyword (``np.clip(x, a_min=lo)``).
     """
+    import inspect  # rare path: keep it off tapegrad's import time
     try:
         sig = inspect.signature(rule.fun)
         bound = sig.bind(*args, **kwargs)

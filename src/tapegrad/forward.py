@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence, Tuple, Union
 import numpy as np
 
 from .api import _normalize_argnums, grad, vjp
+from .requests import leading_batch
 from .tracer import Tracer
 from .tree import flatten, unflatten
 
@@ -53,18 +54,7 @@ def _tangent_leaves(primals: tuple, tangents: tuple) -> Tuple[list, tuple]:
     t_leaves, t_structure = flatten(tangents)
     if t_structure != p_structure:
         raise ValueError("tangents must have the same structure as primals (one tangent per primal array)")
-    batch = None
-    for p, t in zip(p_leaves, t_leaves):
-        if not _is_float(p) or t is None:
-            continue
-        extra = np.ndim(t) - np.ndim(p)
-        if extra < 0 or np.shape(t)[extra:] != np.shape(p):
-            raise ValueError(f"tangent shape {np.shape(t)} does not end with the primal shape {np.shape(p)}")
-        b = np.shape(t)[:extra]
-        if batch is not None and b != batch:
-            raise ValueError("all tangents must carry the same leading batch axes")
-        batch = b
-    batch = batch or ()
+    batch = leading_batch([t if _is_float(p) else None for p, t in zip(p_leaves, t_leaves)], p_leaves, "tangent")
     filled = [
         t if _is_float(p) and t is not None else np.zeros(batch + np.shape(p), dtype=np.result_type(p))
         for p, t in zip(p_leaves, t_leaves)

@@ -17,6 +17,7 @@ from .tape import Tape
 from .tracer import Tracer
 
 __all__ = [
+    "leading_batch",
     "resolve",
     "gradient_request",
     "jacobian_request",
@@ -26,6 +27,26 @@ __all__ = [
 ]
 
 _UNCONNECTED = ("none", "zero")
+
+
+def leading_batch(values: Sequence[Any], references: Sequence[Any], what: str) -> tuple:
+    """The batch axes that every value carries in front of its reference's shape.
+
+    ``vjp`` cotangents and ``jvp`` tangents may carry extra *leading* axes (a
+    batch of products in one sweep); they must all carry the same ones.
+    ``None`` values (no tangent) are skipped.
+    """
+    batch = None
+    for value, ref in zip(values, references):
+        if value is None:
+            continue
+        extra = np.ndim(value) - np.ndim(ref)
+        if extra < 0 or np.shape(value)[extra:] != np.shape(ref):
+            raise ValueError(f"{what} shape {np.shape(value)} does not end with the shape {np.shape(ref)}")
+        if batch is not None and np.shape(value)[:extra] != batch:
+            raise ValueError(f"all {what}s must carry the same leading batch axes")
+        batch = np.shape(value)[:extra]
+    return batch or ()
 
 
 def check_unconnected(unconnected_gradients: Any) -> str:

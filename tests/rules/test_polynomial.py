@@ -9,22 +9,12 @@ import pytest
 import tapegrad as tg
 from tapegrad.testing import check_grads
 
+from .helpers import assert_same_as_numpy as _assert_same, traced_value as _value
+
 rng = np.random.default_rng(5)
 P4, P2 = rng.standard_normal(4), rng.standard_normal(2)
 
 
-def _value(fun, *args):
-    """The forward value computed on tracers."""
-    return tg.vjp(fun, *args)[0]
-
-
-def _assert_same(traced, plain, rtol=1e-12):
-    traced = traced if isinstance(traced, (tuple, list)) else [traced]
-    plain = plain if isinstance(plain, (tuple, list)) else [plain]
-    assert len(traced) == len(plain)
-    for t, p in zip(traced, plain):
-        assert np.shape(t) == np.shape(p) and np.result_type(t) == np.result_type(p)
-        np.testing.assert_allclose(t, p, rtol=rtol, atol=1e-12)
 
 
 # ----------------------------------------------------------------- add, sub, mul

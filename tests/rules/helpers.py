@@ -1,0 +1,20 @@
+"""Helpers shared by the rule tests."""
+
+import numpy as np
+
+import tapegrad as tg
+
+
+def traced_value(fun, *args):
+    """The forward value ``fun(*args)`` computed on tracers."""
+    return tg.vjp(fun, *args)[0]
+
+
+def assert_same_as_numpy(traced, plain, rtol=1e-12):
+    """Traced results equal NumPy's own, in shape, dtype and value."""
+    traced = traced if isinstance(traced, (tuple, list)) else [traced]
+    plain = plain if isinstance(plain, (tuple, list)) else [plain]
+    assert len(traced) == len(plain)
+    for t, p in zip(traced, plain):
+        assert np.shape(t) == np.shape(p) and np.result_type(t) == np.result_type(p)
+        np.testing.assert_allclose(t, p, rtol=rtol, atol=1e-12)
