@@ -24,6 +24,7 @@ def test_at_most_five_percent_unsupported():
     assert len(unsupported) <= 0.05 * len(rows), unsupported
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.asmatrix's own warning
 @pytest.mark.parametrize("name", [n for n in coverage.CONVERSIONS if hasattr(np, n)])
 def test_undispatched_conversions_refuse_tracers(name):
     convert = getattr(np, name)
