@@ -61,8 +61,12 @@ def _demo(out, graph_dir: Optional[str]) -> int:
     from tapegrad.examples import lennard_jones_energy
 
     rng = np.random.default_rng(0)
-    positions = np.array([[0.0, 0.0, 0.0], [1.1, 0.1, 0.0], [0.5, 1.0, 0.1], [0.4, 0.5, 0.9]])
-    positions = positions + 0.01 * rng.standard_normal(positions.shape)
+    # A regular tetrahedron with edges near the pair-potential minimum 2**(1/6), jiggled.
+    edge = 1.15
+    positions = edge * np.array(
+        [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.5, np.sqrt(3) / 2, 0.0], [0.5, np.sqrt(3) / 6, np.sqrt(2 / 3)]]
+    )
+    positions = positions + 0.02 * rng.standard_normal(positions.shape)
     p = print
     p("tapegrad demo: plain NumPy code, differentiated unchanged\n", file=out)
     p("1) Lennard-Jones energy of 4 atoms -> forces = -gradient", file=out)
