@@ -24,8 +24,8 @@ from .requests import (
     jacobian_request,
     leading_batch,
     resolve,
+    vjp_request,
 )
-from .backward import backward
 from .tape import Tape
 from .tracer import Tracer
 from .tree import flatten, flatten_up_to, tree_map, unflatten
@@ -216,28 +216,13 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
         batch = leading_batch(cts, out_leaves, "cotangent")
-        results = _vjp_batched(tape, out_leaves, flat, cts, batch)
+        results = vjp_request(tape, out_leaves, flat, cts, batch, (), "zero")
         return tuple(_results_per_arg(sources, fresh_results(results, cts), False))
 
     value = _lower(out, tape)
     if has_aux:
         return value, vjp_fun, _lower(aux, tape)
     return value, vjp_fun
-
-
-def _vjp_batched(tape: Tape, ys: list, xs: list, cts: list, batch: tuple) -> list:
-    from .backward import backward
-    from .requests import _finish, _source_nodes
-
-    roots, seeds = [], []
-    for y, ct in zip(ys, cts):
-        t = resolve(y, tape)
-        if t is not None:
-            roots.append((t._node, t._out))
-            seeds.append(ct)
-    sources = _source_nodes(tape, xs)
-    found = backward(tape, roots, seeds, [s._node for s in sources if s is not None], batch)
-    return _finish(tape, xs, sources, found, batch, "zero")
 
 
 def jacobian(

@@ -20,6 +20,7 @@ __all__ = [
     "leading_batch",
     "resolve",
     "gradient_request",
+    "vjp_request",
     "jacobian_request",
     "batch_jacobian_request",
     "check_unconnected",
@@ -96,7 +97,7 @@ def _zeros_like_source(x: Any, batch: tuple) -> Any:
     return np.zeros(batch + np.shape(x), dtype=dtype)
 
 
-def _finish(tape: Tape, xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict, batch: tuple, unconnected: str) -> list:
+def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict, batch: tuple, unconnected: str) -> list:
     results = []
     for x, t in zip(xs, sources):
         g = None
@@ -130,6 +131,28 @@ def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
     return out
 
 
+def vjp_request(
+    tape: Tape,
+    ys: Sequence[Any],
+    xs: Sequence[Any],
+    seeds: Sequence[Any],
+    batch: tuple = (),
+    stop_gradients: Sequence[Any] = (),
+    unconnected: str = "none",
+) -> list:
+    """One sweep: the cotangents ``seeds`` of ``ys`` (with leading ``batch`` axes) pulled back to each x."""
+    roots, live_seeds = [], []
+    for y, seed in zip(ys, seeds):
+        t = resolve(y, tape)
+        if t is not None:
+            roots.append((t._node, t._out))
+            live_seeds.append(seed)
+    sources = _source_nodes(tape, xs)
+    stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
+    found = backward(tape, roots, live_seeds, [s._node for s in sources if s is not None], batch, stop)
+    return _finish(xs, sources, found, batch, unconnected)
+
+
 def gradient_request(
     tape: Tape,
     ys: Sequence[Any],
@@ -138,29 +161,26 @@ def gradient_request(
     stop_gradients: Sequence[Any] = (),
     unconnected: str = "none",
 ) -> list:
-    """d(sum_i sum(grad_ys[i] * ys[i])) / d xs, one result per x (``None`` when unconnected)."""
-    roots, seeds = [], []
+    """d(sum_i sum(grad_ys[i] * ys[i])) / d xs, one result per x (``None`` when unconnected).
+
+    The seed of ones (when ``grad_ys`` is not given) is what makes this the
+    gradient of the *sum* of the targets.
+    """
+    seeds = []
     for i, y in enumerate(ys):
-        t = resolve(y, tape)
-        if t is None:
-            continue
         gy = None if grad_ys is None else grad_ys[i]
         if gy is None:
-            seed = np.ones(t.shape, dtype=t.dtype)
+            seed = np.ones(np.shape(y), dtype=np.result_type(y) if type(y) is not Tracer else y.dtype)
         else:
-            if np.shape(gy) != t.shape:
+            if np.shape(gy) != np.shape(y):
                 raise ValueError(
-                    f"grad_ys[{i}] has shape {np.shape(gy)} but the target it weights has shape {t.shape}"
+                    f"grad_ys[{i}] has shape {np.shape(gy)} but the target it weights has shape {np.shape(y)}"
                 )
             seed = gy if type(gy) is Tracer else np.asarray(gy)
             if seed.dtype.kind not in "fc":
-                seed = seed.astype(t.dtype)
-        roots.append((t._node, t._out))
+                seed = seed.astype(y.dtype if type(y) is Tracer else np.result_type(y, 1.0))
         seeds.append(seed)
-    sources = _source_nodes(tape, xs)
-    stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
-    found = backward(tape, roots, seeds, [s._node for s in sources if s is not None], (), stop)
-    return _finish(tape, xs, sources, found, (), unconnected)
+    return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected)
 
 
 def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> np.ndarray:
@@ -184,7 +204,7 @@ def jacobian_request(
     sources = _source_nodes(tape, xs)
     if t is None or size == 0:
         found: dict = {}
-        res = _finish(tape, xs, sources, found, (size,), unconnected)
+        res = _finish(xs, sources, found, (size,), unconnected)
         return [None if r is None else np.reshape(r, yshape + np.shape(x)) for r, x in zip(res, xs)]
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be a positive integer")
@@ -195,7 +215,7 @@ def jacobian_request(
         stop = min(size, start + step)
         seed = _basis_chunk(size, start, stop, t.shape, t.dtype)
         found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,))
-        chunk = _finish(tape, xs, sources, found, (stop - start,), "none")
+        chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.
         pieces.append([(stop - start, r) for r in chunk])
     results = []
@@ -244,7 +264,7 @@ def batch_jacobian_request(
         basis = _basis_chunk(size, start, stop, row_shape, t.dtype)
         seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
         found = backward(tape, [(t._node, t._out)], [seed], [sources[0]._node], (stop - start,))
-        (piece,) = _finish(tape, [x], sources, found, (stop - start,), "zero")
+        (piece,) = _finish([x], sources, found, (stop - start,), "zero")
         pieces.append(piece)
     full = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
     full = np.moveaxis(full, 0, 1)
