@@ -5,7 +5,6 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.dispatch import PRUNE_BYTES, primitive
-from tapegrad.tape import Pruned
 from tapegrad.testing import check_grads
 
 N = 2 * PRUNE_BYTES // 8  # large enough to be pruned

@@ -23,7 +23,6 @@ from .requests import (
     gradient_request,
     jacobian_request,
     leading_batch,
-    resolve,
     vjp_request,
 )
 from .tape import Tape

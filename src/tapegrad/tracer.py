@@ -468,7 +468,6 @@ from .dispatch import (  # noqa: E402
     dispatch_function,
     dispatch_ufunc,
     record_binary,
-    record_elementwise,
     record_unary,
     strip,
 )
