@@ -136,6 +136,34 @@ class _Pending:
         return g
 
 
+def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> bool:
+    """Add the cotangent of ``x[index]`` straight into ``x``'s accumulated cotangent.
+
+    Returns ``False`` (nothing done) when the fast path does not apply: an
+    advanced index, or dtypes that need the general path's casting.
+    """
+    index = node.rule.scatter_index(node.args)
+    target = node.args[0]
+    (_, _, parent, out), = node.parents
+    if index is None or out >= 0 or g.dtype != target.dtype:
+        return False
+    where = (slice(None),) * len(batch) + index
+    slots, owned = cts.slots, cts.owned
+    prev = slots.get(parent.index)
+    if prev is not None and type(prev) is not np.ndarray:
+        return False  # a traced cotangent (higher order): the sum must be recorded
+    if prev is not None and id(prev) in owned and prev.shape == batch + target.shape:
+        prev[where] += g
+        return True
+    buf = np.zeros(batch + target.shape, dtype=g.dtype)
+    buf[where] = g
+    if prev is not None:
+        buf += prev  # prev broadcasts to the full shape (fit_cotangent made it so)
+    owned[id(buf)] = buf
+    slots[parent.index] = buf
+    return True
+
+
 def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
     """Outputs of a multi-output node that received no cotangent get explicit zeros."""
     return tuple(
@@ -215,8 +243,11 @@ def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: It
         if node.n_out:
             g = _fill_zeros(g, node.ans, batch)
         args = node.args
+        rule = node.rule
+        if rule.scatter_index is not None and type(g) is np.ndarray and _scatter_into(cts, node, g, batch):
+            continue
         kwargs = node.kwargs
-        vjps = node.rule.vjps
+        vjps = rule.vjps
         ans = node.ans
         seq_cts = None
         for argnum, pos, parent, out in parents:

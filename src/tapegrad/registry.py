@@ -71,6 +71,11 @@ class Rule:
     #: tapegrad then refuses in-place writes that NumPy would propagate between them.
     returns_view: bool = False
 
+    #: For a read of part of argument 0 (``x[1:]``): ``scatter_index(args)`` gives the
+    #: basic index whose cotangent is ``g`` written there, or ``None``.  The backward
+    #: driver then adds ``g`` straight into that part of the accumulated cotangent
+    #: instead of materialising zeros around it and adding those.
+    scatter_index: Optional[Callable[[tuple], Any]] = None
     #: For each VJP, the argument positions it reads (``-1`` for the output), or
     #: ``None`` (reads everything).  Values no recorded VJP reads are pruned from
     #: the node (see :class:`tapegrad.tape.Pruned`), so they can be freed early.

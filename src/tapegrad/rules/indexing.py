@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import primitive, strip
-from ..registry import CONSTANT_ARG, defvjp
+from ..registry import CONSTANT_ARG, RULES, defvjp
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
 
@@ -94,7 +94,16 @@ defvjp(
     getitem,
     lambda g, ans, x, index: untake(g, _as_tuple(index), np.shape(x)),
     CONSTANT_ARG,
+    needs=((1,), ()),  # the index, and only the shape of x
 )
+
+
+def _basic_scatter_index(args: tuple) -> Any:
+    index = _as_tuple(args[1])
+    return index if _is_basic(index) else None
+
+
+RULES[getitem].scatter_index = _basic_scatter_index
 
 
 def _setitem(x: Any, index: Any, value: Any) -> Any:

@@ -63,6 +63,9 @@ def _nonzero(a):
 
 
 # --------------------------------------------------------------- arithmetic
+# Constant factors go onto the cotangent first, ``(g * 2) * x`` rather than
+# ``g * (x * 2)``: inside a traced gradient ``g`` is often a plain array, so the
+# first product records nothing and a Hessian's sweep has one node less.
 defufunc(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
 defufunc(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
 defufunc(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
@@ -71,18 +74,18 @@ defufunc(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * a
 defufunc(np.negative, lambda g, ans, x: -g, needs=((),))
 defufunc(np.positive, lambda g, ans, x: g, needs=((),))
 defufunc(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
-defufunc(np.square, lambda g, ans, x: g * (x * 2), needs=((0,),))
+defufunc(np.square, lambda g, ans, x: (g * 2) * x, needs=((0,),))
 
 
 def _power_base(g, ans, x, y):
     if _is_const_scalar(y):
         if y == 2:
-            return g * (x * 2)
+            return (g * 2) * x
         if y == 1:
             return g
         if y == 0:
             return g * 0
-    return g * (y * x ** (y - 1))
+    return (g * y) * x ** (y - 1)
 
 
 def _power_exponent(g, ans, x, y):
@@ -97,14 +100,14 @@ defufunc(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1))
 
 # --------------------------------------------------------------- exp and log
 defufunc(np.exp, lambda g, ans, x: g * ans, needs=((-1,),))
-defufunc(np.exp2, lambda g, ans, x: g * (ans * _LN2), needs=((-1,),))
+defufunc(np.exp2, lambda g, ans, x: (g * _LN2) * ans, needs=((-1,),))
 defufunc(np.expm1, lambda g, ans, x: g * (ans + 1), needs=((-1,),))
 defufunc(np.log, lambda g, ans, x: g / x, needs=((0,),))
-defufunc(np.log2, lambda g, ans, x: g / (x * _LN2), needs=((0,),))
-defufunc(np.log10, lambda g, ans, x: g / (x * _LN10), needs=((0,),))
+defufunc(np.log2, lambda g, ans, x: (g / _LN2) / x, needs=((0,),))
+defufunc(np.log10, lambda g, ans, x: (g / _LN10) / x, needs=((0,),))
 defufunc(np.log1p, lambda g, ans, x: g / (x + 1), needs=((0,),))
-defufunc(np.sqrt, lambda g, ans, x: g / (ans * 2), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
-defufunc(np.cbrt, lambda g, ans, x: g / (ans * ans * 3), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+defufunc(np.sqrt, lambda g, ans, x: (g * 0.5) / ans, note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+defufunc(np.cbrt, lambda g, ans, x: (g / 3) / (ans * ans), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
 # exp(x - ans) <= 1 never overflows: the stable form of e^x / (e^x + e^y).
 defufunc(
     np.logaddexp,
