@@ -184,9 +184,10 @@ def gradient_request(
 
 
 def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> np.ndarray:
+    """Rows ``start:stop`` of the identity of order ``size``, each row shaped like the output."""
     seed = np.zeros((stop - start, size), dtype=dtype)
-    rows = np.arange(stop - start)
-    seed[rows, start + rows] = 1
+    # Element (r, start + r) sits at flat position start + r * (size + 1): one strided write.
+    seed.reshape(-1)[start :: size + 1] = 1
     return seed.reshape((stop - start,) + shape)
 
 
@@ -226,7 +227,9 @@ def jacobian_request(
             continue
         parts = [r if r is not None else _zeros_like_source(x, (n,)) for n, r in parts]
         full = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-        results.append(np.reshape(full, yshape + np.shape(x)))
+        if np.shape(full) != yshape + np.shape(x):  # a view would cost a copy later
+            full = np.reshape(full, yshape + np.shape(x))
+        results.append(full)
     return results
 
 
