@@ -202,3 +202,27 @@ def test_missing_library_is_reported_not_raised(tmp_path, monkeypatch):
     compare.run_worker("missing", ["W1"], repeat=1, min_time=0.0, budget=0.0, outdir=str(tmp_path))
     report = json.loads((tmp_path / "missing.json").read_text())
     assert report["status"].startswith("not installed") and report["entries"] == []
+
+
+# ------------------------------------------------------------------------ full sizes (slow)
+@pytest.mark.slow
+def test_full_size_workloads_match_closed_forms():
+    """The benchmarked sizes themselves: W3 to W6 against closed forms (``pytest -m slow``)."""
+    (x,) = W.get("W3").make_args()
+    s, c, t = np.sin(x) * x, np.cos(x), np.tanh(x)
+    expected = _sigmoid(s) * (np.cos(x) * x + np.sin(x)) * c - np.log1p(np.exp(s)) * np.sin(x) + 2 * t * (1 - t * t)
+    np.testing.assert_allclose(tg.grad(W.elementwise_large)(x), expected, rtol=1e-9, atol=1e-12)
+
+    x, w1, w2 = W.get("W4").make_args()
+    h = np.tanh(w1 @ x)
+    y = np.tanh(w2 @ h)
+    expected = (1 - y * y)[:, None] * w2 * (1 - h * h)[None, :] @ w1
+    np.testing.assert_allclose(tg.jacobian(W.jacobian_net)(x, w1, w2), expected, rtol=1e-9, atol=1e-12)
+
+    x, a = W.get("W5").make_args()
+    p = _sigmoid(a @ x)
+    expected = a.T @ ((p * (1 - p))[:, None] * a) + np.eye(x.size)
+    np.testing.assert_allclose(tg.hessian(W.logistic_ridge)(x, a), expected, rtol=1e-9, atol=1e-10)
+
+    (x,) = W.get("W6").make_args()
+    np.testing.assert_allclose(tg.hessian(W.rosenbrock)(x), _rosen_hessian(x), rtol=1e-10, atol=1e-8)
