@@ -65,7 +65,7 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
     tshape = np.shape(target)
     nb = len(batch)
     gshape = np.shape(g)
-    if gshape[nb:] != tshape or len(gshape) != nb + len(tshape):
+    if gshape != batch + tshape:
         extra = len(gshape) - nb - len(tshape)
         if extra > 0:
             g = np.sum(g, axis=tuple(range(nb, nb + extra)))
