@@ -173,6 +173,10 @@ def test_random_program_jacobian_is_stack_of_vjps(program):
 @given(programs())
 def test_random_program_float32_keeps_dtype(program):
     shape, other, steps, seed = program
+    # Branches (where, the value-dependent squash in `build`) may go different ways in
+    # float32 and float64, making them different functions: compare only where the
+    # float32 program is the float64 one rounded, i.e. without the branching step.
+    steps = [("binary", "add", s[2]) if s[:2] == ("binary", "where_pos") else s for s in steps]
     f = build(steps)
     x32, y32 = _inputs(shape, other, seed, np.float32)
     g32 = tg.grad(lambda x, y: np.sum(f(x, y)), argnums=(0, 1))(x32, y32)
