@@ -360,3 +360,16 @@ def test_float32_gradients_stay_float32(fun):
     assert tg.grad(lambda x: np.sum(fun(x)))(x).dtype == np.float32
     assert tg.jacobian(lambda x: fun(x) * 2.0)(x).dtype == np.float32
     assert tg.hessian(lambda x: np.sum(fun(x)))(x).dtype == np.float32
+
+
+def test_private_tapes_release_their_values_and_refuse_a_second_request():
+    from tapegrad.api import _trace_call
+    from tapegrad.requests import gradient_request
+
+    tape, out, _, sources, _ = _trace_call(lambda x: np.sum(np.sin(x) * x), (np.ones(3),), {}, 0, False)
+    x = sources[0][1]
+    first = gradient_request(tape, [out], x, release=True)
+    np.testing.assert_allclose(first[0], np.cos(1.0) + np.sin(1.0))
+    assert all(node.args is None for node in tape.nodes if node.rule is not None)
+    with pytest.raises(TapeError, match="released"):
+        gradient_request(tape, [out], x)

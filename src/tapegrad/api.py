@@ -147,7 +147,7 @@ def value_and_grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -
         tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
         _require_scalar(out, "grad")
         flat = _flat_sources(sources)
-        results = gradient_request(tape, [out], flat, None, (), "zero")
+        results = gradient_request(tape, [out], flat, None, (), "zero", release=True)
         results = fresh_results(results)
         grads = _results_per_arg(sources, results, single)
         value = _lower(out, tape)
@@ -275,8 +275,9 @@ def jacobian(
         flat = _flat_sources(sources)
         out_leaves, out_structure = flatten(out)
         per_output = []
-        for y in out_leaves:
-            results = fresh_results(jacobian_request(tape, y, flat, "zero", chunk_size))
+        for k, y in enumerate(out_leaves):
+            last = k == len(out_leaves) - 1
+            results = fresh_results(jacobian_request(tape, y, flat, "zero", chunk_size, release=last))
             per_output.append(_results_per_arg(sources, results, single))
         jac = unflatten(out_structure, per_output)
         if has_aux:

@@ -47,11 +47,9 @@ def remembered(ufunc: Any, x: Any) -> Any:
     """
     stack = _MEMOS.stack
     if stack and stack[-1]:
-        ref = stack[-1].get((ufunc, id(x)))
-        if ref is not None:
-            hit = ref()
-            if hit is not None:
-                return hit
+        hit = stack[-1].get((ufunc, id(x)))
+        if hit is not None:
+            return hit
     return ufunc(x)
 
 
@@ -179,6 +177,7 @@ def backward(
     sources: Iterable[Node],
     batch: tuple = (),
     stop: frozenset = frozenset(),
+    release: bool = False,
 ) -> dict:
     """Propagate cotangents from ``roots`` back to ``sources`` in one sweep.
 
@@ -196,6 +195,10 @@ def backward(
         The leading batch shape that every cotangent carries.
     stop : frozenset of int
         Indices of nodes treated as constants (``stop_gradients``).
+    release : bool
+        Drop each node's saved values once its VJPs have run, for a tape that
+        will not be swept again: memory is freed during the sweep and reused
+        for the cotangents instead of growing.
 
     Returns
     -------
@@ -203,14 +206,25 @@ def backward(
         ``{node.index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
-    _MEMOS.stack.append(tape.memo)
+    # The memo holds weak references (it must not keep pruned values alive); during the
+    # sweep the live ones are held strongly, so that releasing a node cannot drop a
+    # value a later VJP is about to reuse.
+    _MEMOS.stack.append({key: value for key, ref in tape.memo.items() if (value := ref()) is not None})
     try:
-        return _sweep(tape, roots, seeds, sources, batch, stop)
+        return _sweep(tape, roots, seeds, sources, batch, stop, release)
     finally:
         _MEMOS.stack.pop()
 
 
-def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: Iterable[Node], batch: tuple, stop: frozenset) -> dict:
+def _sweep(
+    tape: Tape,
+    roots: Sequence[tuple],
+    seeds: Sequence[Any],
+    sources: Iterable[Node],
+    batch: tuple,
+    stop: frozenset,
+    release: bool,
+) -> dict:
     cts = _Pending()
     for (node, out), seed in zip(roots, seeds):
         cts.add(node, out, seed)
@@ -278,4 +292,8 @@ def _sweep(tape: Tape, roots: Sequence[tuple], seeds: Sequence[Any], sources: It
                 slots[pidx] = gi if prev is None else accumulate(prev, gi)
             else:
                 cts.add(parent, out, gi)
+        if release:
+            node.args = node.ans = node.kwargs = None
+    if release:
+        tape.released = True
     return found

@@ -71,6 +71,14 @@ def resolve(value: Any, tape: Tape) -> Optional[Tracer]:
     return None
 
 
+def _require_values(tape: Tape) -> None:
+    if tape.released:
+        raise TapeError(
+            "this tape already answered its request and released the values it recorded; "
+            "differentiate again (or use a persistent GradientTape / tapegrad.vjp for several requests)."
+        )
+
+
 def _source_nodes(tape: Tape, xs: Sequence[Any]) -> List[Optional[Tracer]]:
     sources = []
     for x in xs:
@@ -139,8 +147,14 @@ def vjp_request(
     batch: tuple = (),
     stop_gradients: Sequence[Any] = (),
     unconnected: str = "none",
+    release: bool = False,
 ) -> list:
-    """One sweep: the cotangents ``seeds`` of ``ys`` (with leading ``batch`` axes) pulled back to each x."""
+    """One sweep: the cotangents ``seeds`` of ``ys`` (with leading ``batch`` axes) pulled back to each x.
+
+    ``release`` lets the sweep free the tape's saved values as it goes (a private
+    tape that will not be asked again).
+    """
+    _require_values(tape)
     roots, live_seeds = [], []
     for y, seed in zip(ys, seeds):
         t = resolve(y, tape)
@@ -149,7 +163,7 @@ def vjp_request(
             live_seeds.append(seed)
     sources = _source_nodes(tape, xs)
     stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
-    found = backward(tape, roots, live_seeds, [s._node for s in sources if s is not None], batch, stop)
+    found = backward(tape, roots, live_seeds, [s._node for s in sources if s is not None], batch, stop, release)
     return _finish(xs, sources, found, batch, unconnected)
 
 
@@ -160,6 +174,7 @@ def gradient_request(
     grad_ys: Optional[Sequence[Any]] = None,
     stop_gradients: Sequence[Any] = (),
     unconnected: str = "none",
+    release: bool = False,
 ) -> list:
     """d(sum_i sum(grad_ys[i] * ys[i])) / d xs, one result per x (``None`` when unconnected).
 
@@ -180,7 +195,7 @@ def gradient_request(
             if seed.dtype.kind not in "fc":
                 seed = seed.astype(y.dtype if type(y) is Tracer else np.result_type(y, 1.0))
         seeds.append(seed)
-    return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected)
+    return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected, release)
 
 
 def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> np.ndarray:
@@ -197,8 +212,13 @@ def jacobian_request(
     xs: Sequence[Any],
     unconnected: str = "none",
     chunk_size: Optional[int] = None,
+    release: bool = False,
 ) -> list:
-    """The full Jacobian of ``y`` w.r.t. each x: ``y.shape + x.shape``, one batched sweep per chunk."""
+    """The full Jacobian of ``y`` w.r.t. each x: ``y.shape + x.shape``, one batched sweep per chunk.
+
+    ``release`` frees the tape's saved values during the last sweep.
+    """
+    _require_values(tape)
     t = resolve(y, tape)
     yshape = np.shape(y)
     size = int(np.prod(yshape, dtype=np.int64))
@@ -215,7 +235,7 @@ def jacobian_request(
     for start in range(0, size, step):
         stop = min(size, start + step)
         seed = _basis_chunk(size, start, stop, t.shape, t.dtype)
-        found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,))
+        found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.
         pieces.append([(stop - start, r) for r in chunk])

@@ -120,7 +120,7 @@ class Tape:
         Whether the tape may answer more than one gradient request.
     """
 
-    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "memo", "__weakref__")
+    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "released", "memo", "__weakref__")
 
     def __init__(self, persistent: bool = False) -> None:
         self.nodes: list = []
@@ -131,6 +131,8 @@ class Tape:
         self.recording: bool = True
         self.persistent = persistent
         self.consumed = False
+        #: A sweep dropped the saved values (a private single-use tape of grad/jacobian).
+        self.released = False
         if not _autoray.registered and "autoray" in sys.modules:
             _autoray.register()  # lets autoray.do(...) dispatch tracers to NumPy
 
