@@ -18,3 +18,18 @@ def assert_same_as_numpy(traced, plain, rtol=1e-12):
     for t, p in zip(traced, plain):
         assert np.shape(t) == np.shape(p) and np.result_type(t) == np.result_type(p)
         np.testing.assert_allclose(t, p, rtol=rtol, atol=1e-12)
+
+
+def assert_same_forward(fun, args):
+    """The traced forward equals NumPy's exactly, output by output (shape, dtype, values)."""
+    expected = fun(*args)
+    got = traced_value(fun, *args)
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
+        pairs = zip(got, expected)
+    else:
+        pairs = [(got, expected)]
+    for g, e in pairs:
+        assert np.shape(g) == np.shape(e)
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+        np.testing.assert_array_equal(g, e)

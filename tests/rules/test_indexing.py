@@ -10,22 +10,13 @@ import tapegrad as tg
 from tapegrad.errors import GradientDroppedError
 from tapegrad.testing import check_grads
 
+from .helpers import assert_same_forward
+
 RNG = np.random.default_rng(7)
 
 
 def rand(*shape):
     return RNG.standard_normal(shape)
-
-
-def assert_same_forward(fun, args):
-    expected = fun(*args)
-    got, _ = tg.vjp(fun, *args)
-    if not isinstance(expected, (tuple, list)):
-        expected, got = [expected], [got]
-    for g, e in zip(got, expected):
-        assert np.shape(g) == np.shape(e)
-        assert np.asarray(g).dtype == np.asarray(e).dtype
-        np.testing.assert_array_equal(g, e)
 
 
 def check(fun, *args, argnums=None):

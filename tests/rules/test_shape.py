@@ -10,26 +10,13 @@ import tapegrad as tg
 from tapegrad.errors import UnsupportedFunctionError
 from tapegrad.testing import check_grads
 
+from .helpers import assert_same_forward
+
 RNG = np.random.default_rng(42)
 
 
 def rand(*shape):
     return RNG.standard_normal(shape)
-
-
-def assert_same_forward(fun, args):
-    """The traced forward equals NumPy's, output by output."""
-    expected = fun(*args)
-    got, _ = tg.vjp(fun, *args)
-    if isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
-        pairs = zip(got, expected)
-    else:
-        pairs = [(got, expected)]
-    for g, e in pairs:
-        assert np.shape(g) == np.shape(e)
-        assert np.asarray(g).dtype == np.asarray(e).dtype
-        np.testing.assert_array_equal(g, e)
 
 
 def check(fun, *args):
