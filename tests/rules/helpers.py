@@ -33,3 +33,10 @@ def assert_same_forward(fun, args):
         assert np.shape(g) == np.shape(e)
         assert np.asarray(g).dtype == np.asarray(e).dtype
         np.testing.assert_array_equal(g, e)
+
+
+def assert_float32_gradient(fun, x32, rtol, atol):
+    """The gradient of ``sum(fun(x))`` at a float32 point is float32 and close to float64's."""
+    g = tg.grad(lambda x: np.sum(fun(x)))(x32)
+    assert g.dtype == np.float32
+    assert np.allclose(g, tg.grad(lambda x: np.sum(fun(x)))(x32.astype(np.float64)), rtol=rtol, atol=atol)
