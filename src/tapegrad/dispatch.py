@@ -338,7 +338,11 @@ def call_rule(rule: Rule, args: tuple, kwargs: dict) -> Any:
     if kind is COMPOSITE:
         return rule.impl(*args, **kwargs)
     if kind is CONSTANT:
-        return call_constant(rule.fun, args, kwargs)
+        out = call_constant(rule.fun, args, kwargs)
+        if rule.traced_constant and args and type(args[0]) is Tracer and getattr(out, "dtype", None) is not None:
+            if out.dtype.kind in "fc":
+                return args[0]._tape.constant(out)
+        return out
     raise AssertionError(kind)
 
 

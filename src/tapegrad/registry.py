@@ -80,6 +80,8 @@ class Rule:
     #: ``None`` (reads everything).  Values no recorded VJP reads are pruned from
     #: the node (see :class:`tapegrad.tape.Pruned`), so they can be freed early.
     needs: Optional[tuple] = None
+    #: A constant whose output, on a traced first argument, stays a (constant) tracer.
+    traced_constant: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
 
@@ -186,10 +188,16 @@ def defcomposite(fun: Any, impl: Callable[..., Any], note: str = "") -> Any:
     return fun
 
 
-def defconstant(*funs: Any, note: str = "") -> None:
-    """Mark functions whose outputs carry no gradient (they return plain arrays)."""
+def defconstant(*funs: Any, note: str = "", traced: bool = False) -> None:
+    """Mark functions whose outputs carry no gradient.
+
+    They run on the raw values and return plain arrays, unless ``traced``: then a
+    floating-point output of a call on a tracer is returned as a *traced* constant
+    of that tracer's tape (``np.zeros_like(x)``), so that code filling it in place
+    records those writes.
+    """
     for fun in funs:
-        RULES[fun] = Rule(fun, CONSTANT, _call_of(fun), name=function_name(fun), note=note)
+        RULES[fun] = Rule(fun, CONSTANT, _call_of(fun), name=function_name(fun), note=note, traced_constant=traced)
 
 
 def lookup(key: Any) -> Optional[Rule]:

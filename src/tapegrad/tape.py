@@ -165,6 +165,19 @@ class Tape:
         self.nodes.append(node)
         return Tracer(raw, node, self)
 
+    def constant(self, value: Any) -> Any:
+        """``value`` as a tracer of this tape that no cotangent flows out of.
+
+        ``np.zeros_like(x)`` of a traced ``x`` is such a constant: its derivative is
+        zero, but it must stay a tracer so that code filling it in place
+        (``out = np.zeros_like(x); out[i] = x[i] ** 2``) records those writes.
+        """
+        from .tracer import Tracer
+
+        node = Node(len(self.nodes), None, (), {}, value, ())
+        self.nodes.append(node)
+        return Tracer(value, node, self)
+
     def __repr__(self) -> str:
         return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"
 

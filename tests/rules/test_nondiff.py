@@ -61,9 +61,6 @@ CONSTANT_CASES = {
     "result_type": lambda t: np.result_type(t, np.float32),
     "can_cast": lambda t: np.can_cast(t.dtype, np.float32),
     "min_scalar_type": np.min_scalar_type,
-    "zeros_like": np.zeros_like,
-    "ones_like": np.ones_like,
-    "full_like": lambda t: np.full_like(t, 7.0),
     "empty_like_shape": lambda t: np.empty_like(t).shape,
     "histogram_counts": lambda t: np.histogram(t, bins=np.array([-4.0, 0.0, 4.0]))[0],
     "bincount": lambda t: np.bincount(np.argsort(np.ravel(t))),
@@ -103,6 +100,29 @@ def test_constants_carry_no_gradient():
     expected = np.zeros((2, 2))
     expected[0, 0] = expected[0, 1] = np.sign(X[0, 0])  # argmax of each row is column 0
     np.testing.assert_array_equal(g, expected)
+
+
+@pytest.mark.parametrize(
+    "like", [np.zeros_like, np.ones_like, lambda t: np.full_like(t, 7.0)], ids=["zeros", "ones", "full"]
+)
+def test_like_constructors_give_traced_constants_that_record_writes(like):
+    # Equal to NumPy's values, zero derivative on their own ...
+    with tg.GradientTape() as tape:
+        t = tape.watch(X)
+        c = like(t)
+    assert isinstance(c, tg.Tracer)
+    np.testing.assert_array_equal(tg.stop_gradient(c), like(X))
+    assert tg.gradients(np.sum(c * 1.0), t) == [None]
+
+    # ... and code that fills them in place, as written for ndarrays, is differentiated.
+    def fill(x):
+        out = like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] ** 2
+        return out
+
+    check_grads(fill, [X], order=2)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(fill(x)))(X), 2 * X)
 
 
 def test_isscalar_is_not_dispatched_and_false():

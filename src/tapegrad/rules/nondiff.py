@@ -39,7 +39,6 @@ CONSTANT_UFUNCS = [
 
 CONSTANT_FUNCTIONS = [
     np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj,
-    np.zeros_like, np.ones_like, np.empty_like, np.full_like,
     np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.argwhere,
     np.count_nonzero, np.isclose, np.allclose, np.array_equal, np.any, np.all,
     np.round, np.around, np.fix, np.isnan, np.isfinite,
@@ -185,3 +184,12 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
 
 defcomposite(np.histogram_bin_edges, _histogram_bin_edges, note="edges follow min/max of a (or a traced range)")
 defcomposite(np.histogram, _histogram, note="counts constant; weights and density differentiable")
+
+# Constants, but traced ones: code written for ndarrays fills these in place
+# (``out = np.zeros_like(x); out[i] = f(x[i])``), and as tracers of x's tape those
+# writes are recorded instead of failing on a plain array.
+defconstant(
+    np.zeros_like, np.ones_like, np.empty_like, np.full_like,
+    note="a traced constant: in-place writes into it are recorded",
+    traced=True,
+)
