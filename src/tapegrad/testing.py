@@ -117,12 +117,35 @@ def check_grads(
                 if not np.allclose(batched[k][b], single[k], rtol=1e-10, atol=1e-12):
                     raise AssertionError(f"batched cotangent row {b} differs from a single VJP for argument {k}")
     if order >= 2:
+        # For a linear ``fun`` the VJP does not depend on the point, so differentiating it
+        # checks nothing; ``fun(x) ** 2`` makes the cotangent reaching ``fun`` depend on x
+        # (2 v fun(x)), which exercises every rule's VJP under a second sweep.
+        squared = _squared(fun)
         for k in argnums:
             u = _random_like(rng, args[k])
+            for f, cts in ((fun, packed), (squared, packed)):
 
-            def projected_vjp(*a: Any, _k: int = k, _u: Any = u) -> Any:
-                _, f_vjp = vjp(fun, *a)
-                g = f_vjp(packed)[_k]
-                return np.real(np.sum(g * _u))
+                def projected_vjp(*a: Any, _k: int = k, _u: Any = u, _f: Any = f, _cts: Any = cts) -> Any:
+                    _, f_vjp = vjp(_f, *a)
+                    g = f_vjp(_cts)[_k]
+                    return np.real(np.sum(g * _u))
 
-            check_grads(projected_vjp, args, argnums=argnums, order=order - 1, eps=eps, rtol=rtol * 10, atol=atol * 10, batch=0, seed=seed + 1)
+                check_grads(
+                    projected_vjp, args, argnums=argnums, order=order - 1, eps=eps,
+                    rtol=rtol * 10, atol=atol * 10, batch=0, seed=seed + 1,
+                )
+
+
+def _squared(fun: Callable) -> Callable:
+    """``fun`` with every floating-point output squared (structure kept)."""
+
+    def square(o: Any) -> Any:
+        return o * o if np.result_type(o).kind in "fc" else o
+
+    def squared(*args: Any) -> Any:
+        out = fun(*args)
+        if isinstance(out, (tuple, list)):
+            return type(out)(square(o) for o in out) if type(out) in (tuple, list) else type(out)(*map(square, out))
+        return square(out)
+
+    return squared

@@ -140,7 +140,9 @@ def _half_weights(n: int, dtype: Any) -> np.ndarray:
 def _irfftn_vjp(g, ans, a, s, axes, norm):
     # g is real: the unnormalised inverse DFT of g is conj(rfftn(g)) on the kept half,
     # and the dual norm gives it the scale of ``norm``'s inverse transform.
-    h = np.conjugate(rfftn_p(g, None, axes, _dual(norm)))
+    # Pass ``s`` explicitly: the VJP of this rfftn (second order) zero-pads its
+    # cotangent to ``s`` before transforming back, which ``s=None`` would skip.
+    h = np.conjugate(rfftn_p(g, s, axes, _dual(norm)))
     last = axes[-1]
     w = _half_weights(s[-1], np.finfo(np.result_type(h)).dtype)
     h = h * np.reshape(w, (-1,) + (1,) * (-last - 1))

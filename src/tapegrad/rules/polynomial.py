@@ -163,9 +163,11 @@ defcomposite(np.poly, _poly, note="a matrix goes through eigvals (first order on
 def _roots_vjp(g, ans, p):
     p = np.atleast_1d(p)
     slope = np.polyval(np.polyder(p), ans)  # p'(r) at each root
-    # dr_j/dp_k = -r_j**(n-k) / p'(r_j); roots with a zero cotangent are skipped.
-    unused = g == 0
-    weight = np.where(unused, 0, g / np.where(unused, 1, slope))
+    # dr_j/dp_k = -r_j**(n-k) / p'(r_j).  A multiple root (p'(r) == 0) whose cotangent is
+    # zero is skipped (0 instead of 0/0); everywhere else the VJP stays linear in g, so
+    # that its own derivative (second order) is right even where g happens to be 0.
+    skipped = (g == 0) & (slope == 0)
+    weight = g / np.where(skipped, 1, slope)
     return -np.matmul(weight, np.vander(ans, len(p)))
 
 
