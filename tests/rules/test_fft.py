@@ -197,3 +197,13 @@ def test_invalid_norm_and_repeated_axes():
         tg.grad(lambda a: np.sum(np.real(np.fft.fft(a, norm="bogus"))))(np.ones(4))
     with pytest.raises(ValueError):
         tg.grad(lambda a: np.sum(np.real(np.fft.fftn(a, axes=(0, 0)))))(np.ones((2, 2)))
+
+
+def test_hessian_through_irfft_of_a_filtered_spectrum():
+    # Regression: the second derivative through irfft needs its VJP's rfft to zero-pad to n.
+    x = np.random.default_rng(5).standard_normal(8)
+    w = np.exp(-np.arange(5))
+    f = lambda x: np.sum(np.fft.irfft(np.fft.rfft(x) * w) ** 2)  # noqa: E731
+    # f = |A x|^2 with A the (real, linear) filter: H = 2 A^T A.
+    A = np.stack([np.fft.irfft(np.fft.rfft(e) * w) for e in np.eye(8)], axis=1)
+    np.testing.assert_allclose(tg.hessian(f)(x), 2 * A.T @ A, rtol=1e-10, atol=1e-12)

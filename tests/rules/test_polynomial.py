@@ -196,3 +196,14 @@ def test_polyfit_rank_warning_points_at_caller():
         tg.grad(lambda t: np.sum(np.polyfit(np.arange(3.0), t, 4)))(np.array([1.0, 2.0, 0.0]))
     ranks = [w for w in caught if issubclass(w.category, np.exceptions.RankWarning)]
     assert ranks and all(w.filename == __file__ for w in ranks)
+
+
+def test_roots_second_order_where_a_cotangent_vanishes():
+    # Regression: a root at 0 gets cotangent 2 r = 0 from sum(r**2); the VJP must stay
+    # linear in that cotangent for the Hessian to be right.
+    p = np.r_[np.poly([1.0, 2.0, -3.0]), 0.0]  # roots 1, 2, -3 and 0
+    f = lambda p: np.sum(np.roots(p) ** 2)  # noqa: E731
+    g = tg.grad(f)
+    eps = 1e-6
+    fd = np.stack([(g(p + eps * e) - g(p - eps * e)) / (2 * eps) for e in np.eye(p.size)])
+    np.testing.assert_allclose(tg.hessian(f)(p), fd, rtol=1e-5, atol=1e-6)
