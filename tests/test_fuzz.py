@@ -49,7 +49,32 @@ UNARY = {
     "cumsum": lambda v: np.cumsum(v, axis=-1) if v.ndim else v,
     "setitem": lambda v: _setitem(v),
     "concat_self": lambda v: np.concatenate([v, v * 2.0], axis=-1) if v.ndim else v,
+    "sort": lambda v: np.sort(v, axis=-1) if v.ndim else v,
+    "roll": lambda v: np.roll(v, 1, axis=-1) if v.ndim else v,
+    "flip": lambda v: np.flip(v) if v.ndim else v,
+    "tile": lambda v: np.tile(v, 2) if v.ndim else v,
+    "lowpass": lambda v: _lowpass(v),
+    "einsum_dot": lambda v: np.einsum("...i,...i->...", v, v) if v.ndim else v,
+    "soft_norm": lambda v: np.sqrt(np.sum(v * v, axis=-1, keepdims=True) + 1.0) if v.ndim else v,
+    "cumprod": lambda v: np.cumprod(np.tanh(v), axis=-1) if v.ndim else v,
+    "logsumexp": lambda v: _logsumexp(v),
+    "gram": lambda v: v @ np.swapaxes(v, -1, -2) if v.ndim >= 2 else v,
 }
+
+
+def _lowpass(v):
+    """Keep the lower half of the spectrum along the last axis (rfft -> weights -> irfft)."""
+    if not v.ndim or v.shape[-1] < 2:
+        return v
+    n = v.shape[-1]
+    return np.fft.irfft(np.fft.rfft(v) * np.linspace(1.0, 0.2, n // 2 + 1), n=n)
+
+
+def _logsumexp(v):
+    if not v.ndim:
+        return v
+    m = np.max(v, axis=-1, keepdims=True)
+    return m + np.log(np.sum(np.exp(v - m), axis=-1, keepdims=True))
 
 BINARY = {
     "add": np.add,
