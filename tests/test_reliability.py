@@ -42,6 +42,17 @@ def test_conversions_that_would_drop_the_gradient_raise(drop):
         tg.grad(lambda x: np.sum(drop(x)))(np.ones(3))
 
 
+@pytest.mark.parametrize("dtype", [object, str, "S8"])
+def test_casts_to_object_or_string_dtypes_raise(dtype):
+    with pytest.raises(GradientDroppedError, match="dtype"):
+        tg.grad(lambda x: np.sum(x.astype(dtype).astype(float)))(np.ones(3))
+
+
+def test_casts_to_integer_dtypes_are_constants():
+    # Truncation is piecewise constant: a zero derivative is the right answer.
+    np.testing.assert_array_equal(tg.grad(lambda x: np.sum(x.astype(int) * x))(np.array([1.5, 2.5])), [1.0, 2.0])
+
+
 def test_writing_a_tracer_into_a_plain_array_raises():
     buffer = np.zeros(3)
 

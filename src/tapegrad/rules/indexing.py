@@ -199,8 +199,21 @@ defvjp(_astype_primitive, lambda g, ans, x, dtype, *args, **kwargs: g)
 
 
 def astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-    """``x.astype(dtype)``; a cast to an integer or boolean dtype is a constant."""
-    if np.dtype(dtype).kind not in "fc":
+    """``x.astype(dtype)``; a cast to an integer or boolean dtype is a constant.
+
+    Casts to object or string dtypes raise: their elements could be turned back
+    into numbers later (``x.astype(object).sum()``), silently without a gradient.
+    """
+    kind = np.dtype(dtype).kind
+    if kind in "OUSV":
+        from ..errors import GradientDroppedError
+
+        raise GradientDroppedError(
+            f"casting a tapegrad tracer to dtype {np.dtype(dtype)} would drop its gradient "
+            "(object and string arrays cannot carry one). Keep a floating-point dtype, or "
+            "call tapegrad.stop_gradient(x) first if the value is meant as a constant."
+        )
+    if kind not in "fc":
         return strip(x).astype(dtype, *args, **kwargs)
     return _astype_primitive(x, dtype, *args, **kwargs)
 
