@@ -48,6 +48,11 @@ def test_casts_to_object_or_string_dtypes_raise(dtype):
         tg.grad(lambda x: np.sum(x.astype(dtype).astype(float)))(np.ones(3))
 
 
+def test_arithmetic_with_object_arrays_raises():
+    with pytest.raises(GradientDroppedError, match="object"):
+        tg.grad(lambda x: np.sum(x + np.array([1, 2], dtype=object)))(np.ones(2))
+
+
 def test_casts_to_integer_dtypes_are_constants():
     # Truncation is piecewise constant: a zero derivative is the right answer.
     np.testing.assert_array_equal(tg.grad(lambda x: np.sum(x.astype(int) * x))(np.array([1.5, 2.5])), [1.0, 2.0])

@@ -315,6 +315,12 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
         return type(ans)(*outs)  # a named tuple such as SVDResult
     dtype = getattr(ans, "dtype", None)
     if dtype is None or dtype.kind not in "fc":
+        if dtype is not None and dtype.kind in "OUSV":
+            raise GradientDroppedError(
+                f"{rule.name} on a traced value produced an array of dtype {dtype}, which cannot "
+                "carry a gradient (object operands?). Convert the other operands to a "
+                "floating-point dtype first."
+            )
         return ans
     parents = tuple(parents)
     stored, kept = raw, ans
