@@ -146,6 +146,13 @@ def _inputs(shape, other, seed, dtype=np.float64):
     return rng.uniform(-1.5, 1.5, shape).astype(dtype), rng.uniform(-1.5, 1.5, other).astype(dtype)
 
 
+def _instantiate(program):
+    """The drawn program as a NumPy function, with its float64 inputs and seed."""
+    shape, other, steps, seed = program
+    x, y = _inputs(shape, other, seed)
+    return build(steps), x, y, seed
+
+
 def _fd_directional(f, args, k, u, eps=1e-6):
     plus = list(args)
     minus = list(args)
@@ -157,9 +164,7 @@ def _fd_directional(f, args, k, u, eps=1e-6):
 @fuzz_settings
 @given(programs())
 def test_random_program_gradient_and_hessian(program):
-    shape, other, steps, seed = program
-    f = build(steps)
-    x, y = _inputs(shape, other, seed)
+    f, x, y, seed = _instantiate(program)
     loss = lambda x, y: np.sum(f(x, y))  # noqa: E731
     rng = np.random.default_rng(seed + 1)
     grads = tg.grad(loss, argnums=(0, 1))(x, y)
@@ -181,9 +186,7 @@ def test_random_program_gradient_and_hessian(program):
 @fuzz_settings
 @given(programs())
 def test_random_program_jacobian_is_stack_of_vjps(program):
-    shape, other, steps, seed = program
-    f = build(steps)
-    x, y = _inputs(shape, other, seed)
+    f, x, y, _ = _instantiate(program)
     J = tg.jacobian(f)(x, y)
     out, f_vjp = tg.vjp(f, x, y)
     assert J.shape == np.shape(out) + x.shape
