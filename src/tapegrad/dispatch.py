@@ -188,10 +188,7 @@ def record_elementwise(rule: Rule, inputs: tuple) -> Any:
             raw.append(a)
         i += 1
     raw = tuple(raw)
-    ans = rule.fun(*raw)
-    if rule.remember and tape.recording and getattr(ans, "nbytes", 0) > PRUNE_BYTES:
-        tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
-    return _emit(rule, tape, raw, None, ans, parents)
+    return _emit(rule, tape, raw, None, rule.fun(*raw), parents)
 
 
 #: Arrays smaller than this stay on the tape even when no VJP reads them:
@@ -232,20 +229,7 @@ def record_unary(rule: Rule, a: Any) -> Any:
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
-    nodes = tape.nodes
-    parents = ((0, -1, a._node, a._out),)
-    if ans.nbytes > PRUNE_BYTES:  # small arrays: bookkeeping would cost more than it saves
-        if rule.remember:
-            tape.memo[(rule.key, id(raw))] = _memo_ref(ans)
-        if rule.needs is not None:
-            stored, kept = _prune(rule, (raw,), ans, parents)
-            node = Node(len(nodes), rule, stored, None, kept, parents)
-        else:
-            node = Node(len(nodes), rule, (raw,), None, ans, parents)
-    else:
-        node = Node(len(nodes), rule, (raw,), None, ans, parents)
-    nodes.append(node)
-    return Tracer(ans, node, tape)
+    return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node, a._out),))
 
 
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
@@ -281,14 +265,7 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, raw, None, ans, list(parents))
-    nodes = tape.nodes
-    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
-        stored, kept = _prune(rule, raw, ans, parents)
-        node = Node(len(nodes), rule, stored, None, kept, parents)
-    else:
-        node = Node(len(nodes), rule, raw, None, ans, parents)
-    nodes.append(node)
-    return Tracer(ans, node, tape)
+    return _append(rule, tape, raw, None, ans, parents)
 
 
 def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list) -> Any:
@@ -322,11 +299,26 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
                 "floating-point dtype first."
             )
         return ans
-    parents = tuple(parents)
-    stored, kept = raw, ans
-    if rule.needs is not None and ans.nbytes > PRUNE_BYTES:
-        stored, kept = _prune(rule, raw, ans, parents)
-    node = Node(len(nodes), rule, stored, kwargs or None, kept, parents)
+    return _append(rule, tape, raw, kwargs or None, ans, tuple(parents))
+
+
+def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: tuple) -> Any:
+    """Record the node of a single floating-point output and return it as a tracer.
+
+    Small outputs skip the bookkeeping (it would cost more than it saves); large
+    ones of remembered ufuncs go into the tape's memo, and values no recorded VJP
+    reads are pruned from the node.
+    """
+    nodes = tape.nodes
+    if ans.nbytes > PRUNE_BYTES:
+        if rule.remember and len(raw) == 1:
+            tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
+        if rule.needs is not None:
+            stored, kept = _prune(rule, raw, ans, parents)
+            node = Node(len(nodes), rule, stored, kwargs, kept, parents)
+            nodes.append(node)
+            return Tracer(ans, node, tape)
+    node = Node(len(nodes), rule, raw, kwargs, ans, parents)
     nodes.append(node)
     return Tracer(ans, node, tape)
 
