@@ -23,10 +23,10 @@ from .errors import (
 )
 from .gradient_tape import GradientTape
 from .checkpoint import checkpoint
-from .custom import custom_vjp
+from .custom import custom_vjp, defvjp
 from .forward import hvp, jacfwd, jvp
 from .memory import retain_freed_memory
-from .registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
+from .registry import CONSTANT_ARG, defcomposite, defconstant
 
 __version__ = "0.1.0"
 

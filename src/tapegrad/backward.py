@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .banded import BandedCotangent, plain
 from .tape import Node, Tape
 
 __all__ = ["backward", "fit_cotangent", "remembered"]
@@ -104,9 +105,12 @@ class _Pending:
 
     def _sum(self, prev: Any, g: Any) -> Any:
         owned = self.owned
-        if id(prev) in owned and type(g) is np.ndarray and g.shape == prev.shape and g.dtype == prev.dtype:
-            np.add(prev, g, out=prev)
-            return prev
+        if id(prev) in owned and (type(g) is np.ndarray or type(g) is BandedCotangent):
+            if g.shape == prev.shape and g.dtype == prev.dtype:
+                if type(g) is BandedCotangent:
+                    return g.add_into(prev)
+                np.add(prev, g, out=prev)
+                return prev
         total = prev + g
         owned.pop(id(prev), None)
         if type(total) is np.ndarray:
@@ -145,6 +149,8 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
     (_, _, parent, out), = node.parents
     if index is None or out >= 0 or g.dtype != target.dtype:
         return False
+    if type(g) is BandedCotangent:
+        return _scatter_banded(cts, parent, g, index, target)
     where = (slice(None),) * len(batch) + index
     slots, owned = cts.slots, cts.owned
     prev = slots.get(parent.index)
@@ -159,6 +165,25 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
         buf += prev  # prev broadcasts to the full shape (fit_cotangent made it so)
     owned[id(buf)] = buf
     slots[parent.index] = buf
+    return True
+
+
+def _scatter_banded(cts: _Pending, parent: Node, g: BandedCotangent, index: tuple, target: Any) -> bool:
+    """The banded case of :func:`_scatter_into`: ``x[a:b]`` of a 1-D ``x`` shifts the diagonals."""
+    if len(index) != 1 or type(index[0]) is not slice or np.ndim(target) != 1:
+        return False
+    start, stop, step = index[0].indices(np.shape(target)[0])
+    if step != 1:
+        return False
+    shifted = g.embed(start, np.shape(target)[0])
+    slots = cts.slots
+    prev = slots.get(parent.index)
+    if prev is None:
+        slots[parent.index] = shifted
+    elif type(prev) is BandedCotangent or type(prev) is np.ndarray:
+        slots[parent.index] = cts._sum(prev, shifted)
+    else:
+        return False  # a traced cotangent (higher order): the sum must be recorded
     return True
 
 
@@ -250,7 +275,7 @@ def _sweep(
                 owned.pop(id(item), None)
         node = nodes[idx]
         if idx in wanted:
-            found[idx] = g
+            found[idx] = plain(g)
         parents = node.parents
         if not parents or idx in stop:
             continue
@@ -258,7 +283,11 @@ def _sweep(
             g = _fill_zeros(g, node.ans, batch)
         args = node.args
         rule = node.rule
-        if rule.scatter_index is not None and type(g) is np.ndarray and _scatter_into(cts, node, g, batch):
+        if (
+            rule.scatter_index is not None
+            and (type(g) is np.ndarray or type(g) is BandedCotangent)
+            and _scatter_into(cts, node, g, batch)
+        ):
             continue
         kwargs = node.kwargs
         vjps = rule.vjps

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from .backward import backward
+from .banded import BandedCotangent
 from .errors import TapeError
 from .tape import Tape
 from .tracer import Tracer
@@ -206,6 +207,18 @@ def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> 
     return seed.reshape((stop - start,) + shape)
 
 
+def _jacobian_seed(t: Tracer, size: int, start: int, stop: int) -> Any:
+    """The basis cotangents for outputs ``start:stop``: banded when the sweep can keep them so.
+
+    A 1-D output whose tape holds plain values (not tracers of an outer tape)
+    starts from a :class:`~tapegrad.banded.BandedCotangent`; rules that do not
+    keep the structure see the dense rows.
+    """
+    if len(t.shape) == 1 and type(t._value) is np.ndarray and t.dtype.kind in "fc":
+        return BandedCotangent.basis(stop - start, size, start, t.dtype)
+    return _basis_chunk(size, start, stop, t.shape, t.dtype)
+
+
 def jacobian_request(
     tape: Tape,
     y: Any,
@@ -234,7 +247,7 @@ def jacobian_request(
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        seed = _basis_chunk(size, start, stop, t.shape, t.dtype)
+        seed = _jacobian_seed(t, size, start, stop)
         found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.

@@ -1,0 +1,417 @@
+"""Banded batches of cotangents: Jacobian sweeps that stay cheap while they can.
+
+A Jacobian sweep of a 1-D output starts from the identity: row ``r`` of the
+batch is the basis cotangent ``e_r``.  Element-wise rules scale its columns,
+slicing rules shift them, accumulation adds shifted copies; through all of
+these the ``(B, L)`` batch stays a handful of diagonals.
+:class:`BandedCotangent` stores only those diagonals, so a sweep over a
+stencil-like program (Rosenbrock, finite-difference residuals, chains of
+element-wise maps) costs O(B) per step instead of O(B L).
+
+Correctness never depends on the structure: every NumPy call that this module
+does not handle explicitly receives the dense array the batch stands for (built
+once and cached), so a rule sees the same numbers it would see without this
+optimisation, only sooner or later.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+__all__ = ["BandedCotangent", "plain", "MAX_BANDS"]
+
+#: A batch with more diagonals than this is cheaper to carry densely.
+MAX_BANDS = 16
+
+# offset -> (lo, vals): entry (lo + i, lo + i + offset) of the (B, L) batch holds vals[i].
+Bands = Dict[int, Tuple[int, np.ndarray]]
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every banded batch replaced by its dense array (recursing into lists/tuples/dicts)."""
+    if type(value) is BandedCotangent:
+        return value.dense()
+    if type(value) is list or type(value) is tuple:
+        if any(type(v) is BandedCotangent or type(v) in (list, tuple, dict) for v in value):
+            return type(value)(plain(v) for v in value)
+        return value
+    if type(value) is dict:
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+class BandedCotangent:
+    """A ``(B, L)`` batch of cotangents that is zero outside a few diagonals.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        ``(B, L)``: the batch size and the length of the (1-D) value.
+    bands : dict
+        ``{offset: (lo, vals)}``: entry ``(lo + i, lo + i + offset)`` holds
+        ``vals[i]``; everything else is zero.
+    dtype : numpy.dtype
+        The dtype of the dense array this stands for.
+
+    Notes
+    -----
+    Instances are immutable: every operation returns a new batch (or a new
+    dense array), so the sweep may hand one batch to several rules.
+    """
+
+    __slots__ = ("shape", "dtype", "bands", "_dense")
+    __array_priority__ = 20.0
+
+    def __init__(self, shape: Tuple[int, int], bands: Bands, dtype: Any) -> None:
+        self.shape = shape
+        self.bands = bands
+        self.dtype = np.dtype(dtype)
+        self._dense: Optional[np.ndarray] = None
+
+    @classmethod
+    def basis(cls, rows: int, size: int, start: int, dtype: Any) -> "BandedCotangent":
+        """Rows ``start:start + rows`` of the identity of order ``size``."""
+        return cls((rows, size), {start: (0, np.ones(rows, dtype=dtype))}, dtype)
+
+    # -------------------------------------------------------------- array-like
+    ndim = 2
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"BandedCotangent(shape={self.shape}, offsets={sorted(self.bands)}, dtype={self.dtype})"
+
+    def add_into(self, out: np.ndarray) -> np.ndarray:
+        """Add the diagonals into ``out`` (shaped like the batch) in place and return it."""
+        cols = self.shape[1]
+        if out.flags.c_contiguous:
+            flat = out.reshape(-1)
+            for offset, (lo, vals) in self.bands.items():
+                n = vals.shape[0]
+                if n:
+                    # Entry (lo + i, lo + i + offset) sits at flat lo*(L+1) + offset + i*(L+1).
+                    first = lo * (cols + 1) + offset
+                    flat[first : first + (n - 1) * (cols + 1) + 1 : cols + 1] += vals
+        else:
+            for offset, (lo, vals) in self.bands.items():
+                rows = np.arange(lo, lo + vals.shape[0])
+                out[rows, rows + offset] += vals
+        return out
+
+    def dense(self) -> np.ndarray:
+        """The dense ``(B, L)`` array (built once; callers must not write to it)."""
+        if self._dense is None:
+            self._dense = self.add_into(np.zeros(self.shape, dtype=self.dtype))
+        return self._dense
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.dense()
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            return out.astype(dtype)
+        return out.copy() if copy else out
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything not implemented here (reshape, T, sum, flags, ...) is the dense array's.
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(self.dense(), name)
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        if dtype.kind not in "fc" or (self.dtype.kind == "c" and dtype.kind != "c"):
+            return self.dense().astype(dtype)
+        return BandedCotangent(self.shape, {o: (lo, v.astype(dtype)) for o, (lo, v) in self.bands.items()}, dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        out = self._slice_columns(key)
+        return self.dense()[key] if out is None else out
+
+    def _slice_columns(self, key: Any) -> Optional["BandedCotangent"]:
+        """``self[..., a:b]`` (or ``self[:, a:b]``) with step 1, else ``None``."""
+        if type(key) is not tuple or len(key) != 2 or type(key[1]) is not slice:
+            return None
+        if key[0] is not Ellipsis and key[0] != slice(None):
+            return None
+        start, stop, step = key[1].indices(self.shape[1])
+        if step != 1:
+            return None
+        stop = max(stop, start)
+        bands: Bands = {}
+        for offset, (lo, vals) in self.bands.items():
+            first = max(0, start - lo - offset)
+            last = min(vals.shape[0], stop - lo - offset)
+            if last > first:
+                bands[offset - start] = (lo + first, vals[first:last])
+        return BandedCotangent((self.shape[0], stop - start), bands, self.dtype)
+
+    def embed(self, start: int, length: int) -> "BandedCotangent":
+        """The cotangent of ``x`` (length ``length``) for ``x[start:start + L]``: columns shift right."""
+        bands = {offset + start: band for offset, band in self.bands.items()}
+        return BandedCotangent((self.shape[0], length), bands, self.dtype)
+
+    # -------------------------------------------------------------- algebra
+    def _scaled(self, factor: Any, reciprocal: bool = False) -> Optional["BandedCotangent"]:
+        """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``."""
+        if isinstance(factor, (np.ndarray, np.generic)):
+            if factor.dtype.kind not in "biufc":
+                return None
+            shape = factor.shape
+        elif isinstance(factor, numbers.Number):
+            shape = ()
+        else:
+            return None  # a tracer, another batch, a list: the general path
+        rows, cols = self.shape
+        if len(shape) > 2 or any(s != 1 for s in shape[:-2]):
+            return None
+        if all(s == 1 for s in shape):
+            column = row = None
+            scalar = factor.reshape(()) if shape else factor
+        elif shape[-1] == cols and (len(shape) == 1 or shape[0] == 1):
+            column, row, scalar = factor.reshape(-1), None, None
+        elif len(shape) == 2 and shape == (rows, 1):
+            column, row, scalar = None, factor.reshape(-1), None
+        else:
+            return None
+        bands: Bands = {}
+        for offset, (lo, vals) in self.bands.items():
+            n = vals.shape[0]
+            if column is not None:
+                f = column[lo + offset : lo + offset + n]
+            elif row is not None:
+                f = row[lo : lo + n]
+            else:
+                f = scalar
+            bands[offset] = (lo, vals / f if reciprocal else vals * f)
+        if bands:
+            dtype = next(iter(bands.values()))[1].dtype
+        else:
+            dtype = np.result_type(self.dtype, factor)
+        return BandedCotangent(self.shape, bands, dtype)
+
+    def _merged(self, other: "BandedCotangent", sign: float) -> Any:
+        bands = dict(self.bands)
+        for offset, (lo, vals) in other.bands.items():
+            if sign < 0:
+                vals = -vals
+            if offset not in bands:
+                bands[offset] = (lo, vals)
+                continue
+            lo0, vals0 = bands[offset]
+            if lo0 == lo and vals0.shape == vals.shape:
+                bands[offset] = (lo, vals0 + vals)
+                continue
+            first = min(lo0, lo)
+            last = max(lo0 + vals0.shape[0], lo + vals.shape[0])
+            total = np.zeros(last - first, dtype=np.result_type(vals0, vals))
+            total[lo0 - first : lo0 - first + vals0.shape[0]] += vals0
+            total[lo - first : lo - first + vals.shape[0]] += vals
+            bands[offset] = (first, total)
+        dtype = np.result_type(self.dtype, other.dtype)
+        merged = BandedCotangent(self.shape, bands, dtype)
+        return merged.dense().copy() if len(bands) > MAX_BANDS else merged
+
+    def _plus_dense(self, other: Any, sign_self: float, sign_other: float) -> Optional[np.ndarray]:
+        if type(other) is not np.ndarray or other.shape != self.shape or other.dtype.kind not in "biufc":
+            return None
+        out = other * sign_other if sign_other != 1 else other.astype(np.result_type(other, self.dtype), copy=True)
+        if out.dtype != np.result_type(other, self.dtype):
+            out = out.astype(np.result_type(other, self.dtype))
+        return (self if sign_self == 1 else -self).add_into(out)
+
+    def _rows_times(self, m: Any) -> Optional[np.ndarray]:
+        """``self @ m`` for a plain 2-D ``m``: a scaled gather of ``m``'s rows per diagonal."""
+        if type(m) is not np.ndarray or m.ndim != 2 or m.shape[0] != self.shape[1]:
+            return None
+        rows = self.shape[0]
+        dtype = np.result_type(self.dtype, m.dtype)
+        if len(self.bands) == 1:
+            ((offset, (lo, vals)),) = self.bands.items()
+            if lo == 0 and vals.shape[0] == rows:
+                return vals[:, None] * m[offset : offset + rows]
+        out = np.zeros((rows, m.shape[1]), dtype=dtype)
+        for offset, (lo, vals) in self.bands.items():
+            n = vals.shape[0]
+            out[lo : lo + n] += vals[:, None] * m[lo + offset : lo + offset + n]
+        return out
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            handler = _UFUNCS.get(ufunc)
+            if handler is not None:
+                out = handler(*inputs)
+                if out is not None:
+                    return out
+        if "out" in kwargs:
+            kwargs = dict(kwargs, out=plain(kwargs["out"]))
+        return getattr(ufunc, method)(*plain(inputs), **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        handler = _FUNCTIONS.get(func)
+        if handler is not None:
+            out = handler(*args, **kwargs)
+            if out is not None:
+                return out
+        return func(*plain(args), **plain(kwargs))
+
+
+def _other(a: Any, b: Any) -> Tuple[BandedCotangent, Any, bool]:
+    """The banded operand, the other one, and whether the banded one came first."""
+    return (a, b, True) if type(a) is BandedCotangent else (b, a, False)
+
+
+def _multiply(a: Any, b: Any) -> Any:
+    banded, other, _ = _other(a, b)
+    return banded._scaled(other)
+
+
+def _divide(a: Any, b: Any) -> Any:
+    if type(a) is not BandedCotangent:
+        return None
+    return a._scaled(b, reciprocal=True)
+
+
+def _add(a: Any, b: Any, sign: float = 1.0) -> Any:
+    if type(a) is BandedCotangent and type(b) is BandedCotangent:
+        return a._merged(b, sign) if a.shape == b.shape else None
+    banded, other, first = _other(a, b)
+    return banded._plus_dense(other, 1.0 if first else sign, sign if first else 1.0)
+
+
+def _subtract(a: Any, b: Any) -> Any:
+    return _add(a, b, -1.0)
+
+
+def _negative(a: Any) -> Any:
+    return a._scaled(-1)
+
+
+def _positive(a: Any) -> Any:
+    return a
+
+
+def _conjugate(a: Any) -> Any:
+    if a.dtype.kind != "c":
+        return a
+    return BandedCotangent(a.shape, {o: (lo, np.conjugate(v)) for o, (lo, v) in a.bands.items()}, a.dtype)
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    return a._rows_times(b) if type(a) is BandedCotangent else None
+
+
+_UFUNCS: Dict[np.ufunc, Callable[..., Any]] = {
+    np.multiply: _multiply,
+    np.divide: _divide,
+    np.add: _add,
+    np.subtract: _subtract,
+    np.negative: _negative,
+    np.positive: _positive,
+    np.conjugate: _conjugate,
+    np.matmul: _matmul,
+}
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, (numbers.Number, np.generic, np.ndarray)) and np.ndim(value) == 0 and value == 0
+
+
+def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """``np.where(mask, g, 0)`` / ``np.where(mask, 0, g)``: a 0/1 scaling of the diagonals."""
+    if type(condition) is not np.ndarray or condition.dtype != bool:
+        return None
+    if type(x) is BandedCotangent and _is_zero(y):
+        return x._scaled(condition)
+    if type(y) is BandedCotangent and _is_zero(x):
+        return y._scaled(~condition)
+    return None
+
+
+def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
+    if type(a) is not BandedCotangent or dtype is not None or out is not None or keepdims or kwargs:
+        return None
+    if axis in (-1, 1):
+        total = np.zeros(a.shape[0], dtype=a.dtype)
+        for _, (lo, vals) in a.bands.items():
+            total[lo : lo + vals.shape[0]] += vals
+        return total
+    if axis in (0, -2):
+        total = np.zeros(a.shape[1], dtype=a.dtype)
+        for offset, (lo, vals) in a.bands.items():
+            total[lo + offset : lo + offset + vals.shape[0]] += vals
+        return total
+    return None
+
+
+def _broadcast_to(array: Any, shape: Any, subok: bool = False) -> Any:
+    if type(array) is BandedCotangent and tuple(np.atleast_1d(shape)) == array.shape:
+        return array
+    return None
+
+
+def _zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Any:
+    if type(a) is not BandedCotangent or kwargs:
+        return None
+    return np.zeros(a.shape if shape is None else shape, dtype=a.dtype if dtype is None else dtype)
+
+
+def _result_type(*arrays_and_dtypes: Any) -> Any:
+    return np.result_type(*(a.dtype if type(a) is BandedCotangent else a for a in arrays_and_dtypes))
+
+
+_FUNCTIONS: Dict[Any, Callable[..., Any]] = {
+    np.shape: lambda a: a.shape,
+    np.ndim: lambda a: 2,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    np.result_type: _result_type,
+    np.where: _where,
+    np.sum: _sum,
+    np.broadcast_to: _broadcast_to,
+    np.zeros_like: _zeros_like,
+    np.real: lambda val: val if val.dtype.kind != "c" else None,
+    np.conj: _conjugate,
+    np.conjugate: _conjugate,
+}
+
+
+def _binary_operator(ufunc: np.ufunc) -> Tuple[Callable[..., Any], Callable[..., Any]]:
+    def forward(self: BandedCotangent, other: Any) -> Any:
+        return ufunc(self, other)
+
+    def reflected(self: BandedCotangent, other: Any) -> Any:
+        return ufunc(other, self)
+
+    return forward, reflected
+
+
+for _name, _ufunc in (
+    ("add", np.add),
+    ("sub", np.subtract),
+    ("mul", np.multiply),
+    ("truediv", np.divide),
+    ("matmul", np.matmul),
+    ("pow", np.power),
+    ("floordiv", np.floor_divide),
+    ("mod", np.remainder),
+):
+    _fwd, _ref = _binary_operator(_ufunc)
+    setattr(BandedCotangent, f"__{_name}__", _fwd)
+    setattr(BandedCotangent, f"__r{_name}__", _ref)
+
+for _name, _ufunc in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
+                      ("eq", np.equal), ("ne", np.not_equal)):
+    setattr(BandedCotangent, f"__{_name}__", _binary_operator(_ufunc)[0])
+
+BandedCotangent.__neg__ = lambda self: np.negative(self)  # type: ignore[attr-defined]
+BandedCotangent.__pos__ = lambda self: self  # type: ignore[attr-defined]
+BandedCotangent.__abs__ = lambda self: np.abs(self)  # type: ignore[attr-defined]
+BandedCotangent.__hash__ = None  # type: ignore[assignment]
