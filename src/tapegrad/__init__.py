@@ -30,9 +30,6 @@ from .registry import CONSTANT_ARG, defcomposite, defconstant
 
 __version__ = "0.1.0"
 
-if __import__("os").environ.get("TAPEGRAD_RETAIN_MEMORY", "") not in ("", "0"):
-    retain_freed_memory(True)
-
 __all__ = [
     "Tracer",
     "GradientTape",

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import memory as _memory
 from .integrations import autoray as _autoray  # never imports autoray itself
 
 __all__ = ["Node", "Tape"]
@@ -135,6 +136,8 @@ class Tape:
         self.released = False
         if not _autoray.registered and "autoray" in sys.modules:
             _autoray.register()  # lets autoray.do(...) dispatch tracers to NumPy
+        if not _memory._decided:
+            _memory.apply_default_policy()  # once per process: see tapegrad.memory
 
     def watch(self, value: Any) -> Any:
         """Return ``value`` as a tracer recorded by this tape (a source).
