@@ -184,6 +184,14 @@ def test_float32_stays_float32():
     assert b.dense().dtype == np.float32
 
 
+def test_where_promotes_like_numpy():
+    b = BandedCotangent.basis(3, 3, 0, np.float32)
+    mask = np.array([True, False, True])
+    for zero in (0, 0.0, np.float32(0), np.float64(0)):
+        _same(np.where(mask, b, zero), np.where(mask, b.dense(), zero))
+        _same(np.where(mask, zero, b), np.where(mask, zero, b.dense()))
+
+
 def test_plain_replaces_batches_inside_containers():
     b = BandedCotangent.basis(2, 2, 0, np.float64)
     out = plain({"a": [b, (b, 1.0)], "b": None})

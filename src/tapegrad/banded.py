@@ -330,10 +330,15 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if type(condition) is not np.ndarray or condition.dtype != bool:
         return None
     if type(x) is BandedCotangent and _is_zero(y):
-        return x._scaled(condition)
-    if type(y) is BandedCotangent and _is_zero(x):
-        return y._scaled(~condition)
-    return None
+        out, zero = x._scaled(condition), y
+    elif type(y) is BandedCotangent and _is_zero(x):
+        out, zero = y._scaled(~condition), x
+    else:
+        return None
+    if out is None:
+        return None
+    dtype = np.result_type(out.dtype, zero)  # as np.where would promote
+    return out if dtype == out.dtype else out.astype(dtype)
 
 
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
