@@ -213,3 +213,20 @@ def test_random_program_float32_keeps_dtype(program):
         assert a.dtype == np.float32
         scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * scale)
+
+
+@fuzz_settings
+@given(programs(), st.integers(1, 6))
+def test_random_program_hessian_of_a_vector_is_stack_of_hvps(program, n):
+    # A 1-D input: the Hessian sweep starts from banded basis cotangents (tapegrad.banded),
+    # the Hessian-vector products from dense ones, so the two paths check each other.
+    _, other, steps, seed = program
+    other = other[-1:] if other else ()
+    other = tuple(1 if k == 1 else n for k in other)
+    x, y = _inputs((n,), other, seed)
+    f = build(steps)
+    loss = lambda x: np.sum(f(x, y))  # noqa: E731
+    H = tg.hessian(loss)(x)
+    rows = tg.hvp(loss)(x, np.eye(n))
+    assert H.shape == (n, n)
+    np.testing.assert_allclose(H, rows, rtol=1e-10, atol=1e-10)
