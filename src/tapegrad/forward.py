@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence, Tuple, Union
 import numpy as np
 
 from .api import _normalize_argnums, grad, vjp
+from .banded import BandedCotangent
 from .requests import leading_batch
 from .tracer import Tracer
 from .tree import flatten, unflatten
@@ -166,9 +167,14 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
         tangents, offset = [], 0
         for x, n in zip(leaves, sizes):
             # Leaf x takes basis vectors offset .. offset + n of one shared batch.
-            t = np.zeros((total, n), dtype=np.result_type(x))
-            t[offset : offset + n] = np.eye(n, dtype=t.dtype)
-            tangents.append(t.reshape((total,) + np.shape(x)))
+            if type(x) is np.ndarray and x.ndim == 1 and n:
+                # Row offset + i is e_i: one diagonal (the sweep keeps it banded while it can).
+                ones = np.ones(n, dtype=np.result_type(x))
+                tangents.append(BandedCotangent((total, n), {-offset: (offset, ones)}, ones.dtype))
+            else:
+                t = np.zeros((total, n), dtype=np.result_type(x))
+                t[offset : offset + n] = np.eye(n, dtype=t.dtype)
+                tangents.append(t.reshape((total,) + np.shape(x)))
             offset += n
 
         def partial(*dynamic: Any) -> Any:

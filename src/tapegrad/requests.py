@@ -160,6 +160,8 @@ def vjp_request(
     for y, seed in zip(ys, seeds):
         t = resolve(y, tape)
         if t is not None:
+            if type(seed) is BandedCotangent and not _takes_banded(t):
+                seed = seed.dense()
             roots.append((t._node, t._out))
             live_seeds.append(seed)
     sources = _source_nodes(tape, xs)
@@ -207,14 +209,24 @@ def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> 
     return seed.reshape((stop - start,) + shape)
 
 
+def _takes_banded(t: Tracer) -> bool:
+    """Whether a sweep from ``t`` may start from a banded batch of cotangents.
+
+    ``t`` must be 1-D and its value plain: a value that is a tracer of an outer
+    tape means the sweep itself is being recorded, and recorded calls must see
+    ndarrays.
+    """
+    return len(t.shape) == 1 and type(t._value) is np.ndarray and t.dtype.kind in "fc"
+
+
 def _jacobian_seed(t: Tracer, size: int, start: int, stop: int) -> Any:
     """The basis cotangents for outputs ``start:stop``: banded when the sweep can keep them so.
 
-    A 1-D output whose tape holds plain values (not tracers of an outer tape)
-    starts from a :class:`~tapegrad.banded.BandedCotangent`; rules that do not
-    keep the structure see the dense rows.
+    A 1-D output whose tape holds plain values starts from a
+    :class:`~tapegrad.banded.BandedCotangent`; rules that do not keep the
+    structure see the dense rows.
     """
-    if len(t.shape) == 1 and type(t._value) is np.ndarray and t.dtype.kind in "fc":
+    if _takes_banded(t):
         return BandedCotangent.basis(stop - start, size, start, t.dtype)
     return _basis_chunk(size, start, stop, t.shape, t.dtype)
 

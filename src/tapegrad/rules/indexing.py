@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..banded import BandedCotangent
 from ..dispatch import primitive, strip
 from ..registry import CONSTANT_ARG, RULES, defvjp
 
@@ -59,6 +60,10 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     batch = np.shape(g)[:nb]
     dtype = np.result_type(g)
     if _is_basic(index):
+        if type(g) is BandedCotangent and len(shape) == 1 and len(index) == 1 and type(index[0]) is slice:
+            start, _, step = index[0].indices(shape[0])
+            if step == 1:
+                return g.embed(start, shape[0])  # x[a:b] of a 1-D x: the diagonals shift
         out = np.zeros(batch + shape, dtype=dtype)
         out[(slice(None),) * nb + index] = g
         return out
