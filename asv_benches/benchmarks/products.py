@@ -49,3 +49,34 @@ class Products:
     def time_per_example_gradients_loop(self):
         for i in range(self.X.shape[0]):
             tg.grad(_per_example_loss)(self.w, self.X[i : i + 1], self.y[i : i + 1])
+
+
+class StructuredHessians:
+    """Hessians whose sweep can stay banded (tapegrad.banded) next to one that cannot.
+
+    Rosenbrock's Hessian (n = 1000) by reverse over reverse and by forward over
+    reverse: the batch of basis cotangents stays three diagonals.  The same n
+    with a dense coupling (``x @ A @ x``) shows the cost when it cannot.
+    """
+
+    timeout = 120
+
+    def setup(self):
+        rng = np.random.default_rng(1)
+        self.x = rng.uniform(-1.0, 1.0, 1000)
+        self.A = rng.standard_normal((1000, 1000)) / 1000
+        self.rev = tg.hessian(_rosen)
+        self.fwd = tg.jacfwd(tg.grad(_rosen))
+        self.dense = tg.hessian(lambda x: np.sum(np.tanh(x)) + x @ self.A @ x)
+
+    def time_rosenbrock_hessian_reverse_over_reverse(self):
+        self.rev(self.x)
+
+    def time_rosenbrock_hessian_forward_over_reverse(self):
+        self.fwd(self.x)
+
+    def time_dense_coupling_hessian(self):
+        self.dense(self.x)
+
+    def peakmem_rosenbrock_hessian(self):
+        self.rev(self.x)
