@@ -275,7 +275,7 @@ def _sweep(
                 owned.pop(id(item), None)
         node = nodes[idx]
         if idx in wanted:
-            found[idx] = plain(g)
+            found[idx] = plain(g, fresh=True)
         parents = node.parents
         if not parents or idx in stop:
             continue

@@ -30,16 +30,20 @@ MAX_BANDS = 16
 Bands = Dict[int, Tuple[int, np.ndarray]]
 
 
-def plain(value: Any) -> Any:
-    """``value`` with every banded batch replaced by its dense array (recursing into lists/tuples/dicts)."""
+def plain(value: Any, fresh: bool = False) -> Any:
+    """``value`` with every banded batch replaced by its dense array (recursing into lists/tuples/dicts).
+
+    By default the dense arrays are the batches' read-only caches; ``fresh=True``
+    gives writable arrays of their own (results handed to users).
+    """
     if type(value) is BandedCotangent:
-        return value.dense()
+        return value.to_array() if fresh else value.dense()
     if type(value) is list or type(value) is tuple:
         if any(type(v) is BandedCotangent or type(v) in (list, tuple, dict) for v in value):
-            return type(value)(plain(v) for v in value)
+            return type(value)(plain(v, fresh) for v in value)
         return value
     if type(value) is dict:
-        return {k: plain(v) for k, v in value.items()}
+        return {k: plain(v, fresh) for k, v in value.items()}
     return value
 
 
@@ -107,21 +111,29 @@ class BandedCotangent:
         return out
 
     def dense(self) -> np.ndarray:
-        """The dense ``(B, L)`` array (built once; callers must not write to it)."""
+        """The dense ``(B, L)`` array, built once and read-only (several rules may read it)."""
         if self._dense is None:
-            self._dense = self.add_into(np.zeros(self.shape, dtype=self.dtype))
+            out = self.add_into(np.zeros(self.shape, dtype=self.dtype))
+            out.flags.writeable = False  # a rule writing into its cotangent fails loudly
+            self._dense = out
         return self._dense
+
+    def to_array(self) -> np.ndarray:
+        """A new, writable dense array (for results that leave the sweep)."""
+        if self._dense is not None:
+            return self._dense.copy()
+        return self.add_into(np.zeros(self.shape, dtype=self.dtype))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.dense()
         if dtype is not None and np.dtype(dtype) != out.dtype:
             return out.astype(dtype)
-        return out.copy() if copy else out
+        return self.to_array() if copy else out
 
     def __getattr__(self, name: str) -> Any:
         # Anything not implemented here (reshape, T, sum, flags, ...) is the dense array's.
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
+        if (name.startswith("__") and name.endswith("__")) or name in BandedCotangent.__slots__:
+            raise AttributeError(name)  # protocols probe for these; a half-built copy must not recurse
         return getattr(self.dense(), name)
 
     def astype(self, dtype: Any, copy: bool = True) -> Any:

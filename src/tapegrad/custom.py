@@ -30,7 +30,7 @@ def _given_plain_cotangents(vjp: Any) -> Any:
 
     @functools.wraps(vjp)
     def with_plain_cotangent(g: Any, *rest: Any, **kwargs: Any) -> Any:
-        return vjp(plain(g), *rest, **kwargs)
+        return vjp(plain(g, fresh=True), *rest, **kwargs)
 
     return with_plain_cotangent
 
