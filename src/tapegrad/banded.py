@@ -174,7 +174,7 @@ class BandedCotangent:
     # -------------------------------------------------------------- algebra
     def _scaled(self, factor: Any, reciprocal: bool = False) -> Optional["BandedCotangent"]:
         """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``."""
-        if isinstance(factor, (np.ndarray, np.generic)):
+        if type(factor) is np.ndarray or isinstance(factor, np.generic):  # subclasses: the general path
             if factor.dtype.kind not in "biufc":
                 return None
             shape = factor.shape
