@@ -17,6 +17,8 @@ import tapegrad as tg
 from tapegrad import requests
 from tapegrad.banded import MAX_BANDS, BandedCotangent, plain
 
+from .closed_forms import rosenbrock as _rosenbrock
+from .closed_forms import rosenbrock_hessian as _rosenbrock_hessian
 from .rules.samples import FIRST_ORDER_SAMPLES, SAMPLES
 from .rules.test_samples import _params
 
@@ -276,20 +278,6 @@ def test_sweep_with_banded_seeds_equals_dense_seeds(fun, sample, monkeypatch):
         np.testing.assert_allclose(jac_forward, forward_ref, rtol=1e-10, atol=1e-11)
     if second is not None:
         np.testing.assert_allclose(second, second_ref, rtol=1e-10, atol=1e-11)
-
-
-def _rosenbrock(x):
-    return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
-
-
-def _rosenbrock_hessian(x):
-    n = x.size
-    h = np.zeros((n, n))
-    i = np.arange(n - 1)
-    h[i, i] += 1200 * x[:-1] ** 2 - 400 * x[1:] + 2
-    h[i + 1, i + 1] += 200
-    h[i, i + 1] = h[i + 1, i] = -400 * x[:-1]
-    return h
 
 
 def test_stencil_hessian_stays_banded_until_the_result(monkeypatch):

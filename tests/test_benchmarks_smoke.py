@@ -15,6 +15,8 @@ import pytest
 import tapegrad as tg
 from tapegrad.testing import check_grads
 
+from .closed_forms import rosenbrock_hessian
+
 BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "asv_benches")
 sys.path.insert(0, BENCH_DIR)
 
@@ -111,19 +113,9 @@ def test_w5_hessian_closed_form():
 
 
 # ------------------------------------------------------------------------ W6
-def _rosen_hessian(x):
-    n = x.size
-    h = np.zeros((n, n))
-    i = np.arange(n - 1)
-    h[i, i] += 1200 * x[:-1] ** 2 - 400 * x[1:] + 2
-    h[i + 1, i + 1] += 200
-    h[i, i + 1] = h[i + 1, i] = -400 * x[:-1]
-    return h
-
-
 def test_w6_hessian_closed_form():
     (x,) = W.get("W6").small_args()
-    np.testing.assert_allclose(tg.hessian(W.rosenbrock)(x), _rosen_hessian(x), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(tg.hessian(W.rosenbrock)(x), rosenbrock_hessian(x), rtol=1e-10, atol=1e-9)
     check_grads(W.rosenbrock, [x], order=2)
 
 
@@ -172,7 +164,7 @@ def test_compare_worker_table_and_agreement(tmp_path):
     rows = compare._rows(merged, ["W1", "W6"], ["tapegrad"], str(tmp_path))
     assert all(r["max_abs_diff"] == 0.0 and r["status"] == "ok" for r in rows)
     hess = compare._load(str(tmp_path), merged[("tapegrad", "W6", "hessian")]["result_file"])[0]
-    np.testing.assert_allclose(hess, _rosen_hessian(W.get("W6").make_args()[0]), rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(hess, rosenbrock_hessian(W.get("W6").make_args()[0]), rtol=1e-10, atol=1e-8)
     text = compare.format_report({"machine": compare.machine_info(), "libraries": {"tapegrad": report},
                                   "rows": rows, "targets": compare.targets(rows),
                                   "options": {"repeat": 1, "rounds": 1, "min_time": 0.0}})
@@ -225,4 +217,4 @@ def test_full_size_workloads_match_closed_forms():
     np.testing.assert_allclose(tg.hessian(W.logistic_ridge)(x, a), expected, rtol=1e-9, atol=1e-10)
 
     (x,) = W.get("W6").make_args()
-    np.testing.assert_allclose(tg.hessian(W.rosenbrock)(x), _rosen_hessian(x), rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(tg.hessian(W.rosenbrock)(x), rosenbrock_hessian(x), rtol=1e-10, atol=1e-8)
