@@ -170,12 +170,9 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
 
 def _scatter_banded(cts: _Pending, parent: Node, g: BandedCotangent, index: tuple, target: Any) -> bool:
     """The banded case of :func:`_scatter_into`: ``x[a:b]`` of a 1-D ``x`` shifts the diagonals."""
-    if len(index) != 1 or type(index[0]) is not slice or np.ndim(target) != 1:
+    shifted = g.scattered(index, np.shape(target))
+    if shifted is None:
         return False
-    start, stop, step = index[0].indices(np.shape(target)[0])
-    if step != 1:
-        return False
-    shifted = g.embed(start, np.shape(target)[0])
     slots = cts.slots
     prev = slots.get(parent.index)
     if prev is None:

@@ -20,6 +20,7 @@ import numbers
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin  # operators through __array_ufunc__
 
 __all__ = ["BandedCotangent", "plain", "MAX_BANDS"]
 
@@ -47,7 +48,7 @@ def plain(value: Any, fresh: bool = False) -> Any:
     return value
 
 
-class BandedCotangent:
+class BandedCotangent(NDArrayOperatorsMixin):
     """A ``(B, L)`` batch of cotangents that is zero outside a few diagonals.
 
     Parameters
@@ -171,6 +172,16 @@ class BandedCotangent:
         bands = {offset + start: band for offset, band in self.bands.items()}
         return BandedCotangent((self.shape[0], length), bands, self.dtype)
 
+    def scattered(self, index: tuple, shape: tuple) -> Optional["BandedCotangent"]:
+        """The cotangent of ``x`` (shaped ``shape``) for ``x[index]``, or ``None`` if it is not banded.
+
+        Only a step-1 slice of a 1-D ``x`` keeps the structure (the diagonals shift).
+        """
+        if len(shape) != 1 or len(index) != 1 or type(index[0]) is not slice:
+            return None
+        start, _, step = index[0].indices(shape[0])
+        return self.embed(start, shape[0]) if step == 1 else None
+
     # -------------------------------------------------------------- algebra
     def _scaled(self, factor: Any, reciprocal: bool = False) -> Optional["BandedCotangent"]:
         """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``."""
@@ -230,15 +241,15 @@ class BandedCotangent:
             bands[offset] = (first, total)
         dtype = np.result_type(self.dtype, other.dtype)
         merged = BandedCotangent(self.shape, bands, dtype)
-        return merged.dense().copy() if len(bands) > MAX_BANDS else merged
+        return merged.to_array() if len(bands) > MAX_BANDS else merged
 
     def _plus_dense(self, other: Any, sign_self: float, sign_other: float) -> Optional[np.ndarray]:
         if type(other) is not np.ndarray or other.shape != self.shape or other.dtype.kind not in "biufc":
             return None
-        out = other * sign_other if sign_other != 1 else other.astype(np.result_type(other, self.dtype), copy=True)
-        if out.dtype != np.result_type(other, self.dtype):
-            out = out.astype(np.result_type(other, self.dtype))
-        return (self if sign_self == 1 else -self).add_into(out)
+        out = other.astype(np.result_type(other, self.dtype), copy=True)  # the sum's own array
+        if sign_other < 0:
+            np.negative(out, out=out)
+        return (self if sign_self > 0 else -self).add_into(out)
 
     def _rows_times(self, m: Any) -> Optional[np.ndarray]:
         """``self @ m`` for a plain 2-D ``m``: a scaled gather of ``m``'s rows per diagonal."""
@@ -398,37 +409,3 @@ _FUNCTIONS: Dict[Any, Callable[..., Any]] = {
     np.conj: _conjugate,
     np.conjugate: _conjugate,
 }
-
-
-def _binary_operator(ufunc: np.ufunc) -> Tuple[Callable[..., Any], Callable[..., Any]]:
-    def forward(self: BandedCotangent, other: Any) -> Any:
-        return ufunc(self, other)
-
-    def reflected(self: BandedCotangent, other: Any) -> Any:
-        return ufunc(other, self)
-
-    return forward, reflected
-
-
-for _name, _ufunc in (
-    ("add", np.add),
-    ("sub", np.subtract),
-    ("mul", np.multiply),
-    ("truediv", np.divide),
-    ("matmul", np.matmul),
-    ("pow", np.power),
-    ("floordiv", np.floor_divide),
-    ("mod", np.remainder),
-):
-    _fwd, _ref = _binary_operator(_ufunc)
-    setattr(BandedCotangent, f"__{_name}__", _fwd)
-    setattr(BandedCotangent, f"__r{_name}__", _ref)
-
-for _name, _ufunc in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
-                      ("eq", np.equal), ("ne", np.not_equal)):
-    setattr(BandedCotangent, f"__{_name}__", _binary_operator(_ufunc)[0])
-
-BandedCotangent.__neg__ = lambda self: np.negative(self)  # type: ignore[attr-defined]
-BandedCotangent.__pos__ = lambda self: self  # type: ignore[attr-defined]
-BandedCotangent.__abs__ = lambda self: np.abs(self)  # type: ignore[attr-defined]
-BandedCotangent.__hash__ = None  # type: ignore[assignment]

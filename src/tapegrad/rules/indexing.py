@@ -60,10 +60,10 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     batch = np.shape(g)[:nb]
     dtype = np.result_type(g)
     if _is_basic(index):
-        if type(g) is BandedCotangent and len(shape) == 1 and len(index) == 1 and type(index[0]) is slice:
-            start, _, step = index[0].indices(shape[0])
-            if step == 1:
-                return g.embed(start, shape[0])  # x[a:b] of a 1-D x: the diagonals shift
+        if type(g) is BandedCotangent:
+            shifted = g.scattered(index, shape)
+            if shifted is not None:
+                return shifted
         out = np.zeros(batch + shape, dtype=dtype)
         out[(slice(None),) * nb + index] = g
         return out
