@@ -10,7 +10,7 @@ sweep starts from banded or from dense basis cotangents.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tapegrad as tg
