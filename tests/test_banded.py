@@ -178,8 +178,13 @@ def test_complex_batches_match(b, seed):
     _same(np.real(b), np.real(d))
 
 
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(-7, 7))
+def test_eye_matches_numpy(rows, cols, k):
+    _same(BandedCotangent.eye(rows, cols, k, np.float64), np.eye(rows, cols, k))
+
+
 def test_float32_stays_float32():
-    b = BandedCotangent.basis(4, 6, 1, np.float32)
+    b = BandedCotangent.eye(4, 6, 1, np.float32)
     assert (b * np.arange(6, dtype=np.float32)).dtype == np.float32
     assert (b * 2.0).dtype == np.float32
     assert (b + b).dtype == np.float32
@@ -187,7 +192,7 @@ def test_float32_stays_float32():
 
 
 def test_where_promotes_like_numpy():
-    b = BandedCotangent.basis(3, 3, 0, np.float32)
+    b = BandedCotangent.eye(3, 3, 0, np.float32)
     mask = np.array([True, False, True])
     for zero in (0, 0.0, np.float32(0), np.float64(0)):
         _same(np.where(mask, b, zero), np.where(mask, b.dense(), zero))
@@ -195,7 +200,7 @@ def test_where_promotes_like_numpy():
 
 
 def test_the_dense_cache_is_read_only_and_fresh_arrays_are_not():
-    b = BandedCotangent.basis(3, 3, 0, np.float64)
+    b = BandedCotangent.eye(3, 3, 0, np.float64)
     with pytest.raises(ValueError):
         np.asarray(b)[0, 0] = 5.0  # a rule writing into its cotangent fails loudly
     fresh = b.to_array()
@@ -208,7 +213,7 @@ def test_the_dense_cache_is_read_only_and_fresh_arrays_are_not():
 
 
 def test_plain_replaces_batches_inside_containers():
-    b = BandedCotangent.basis(2, 2, 0, np.float64)
+    b = BandedCotangent.eye(2, 2, 0, np.float64)
     out = plain({"a": [b, (b, 1.0)], "b": None})
     assert type(out["a"][0]) is np.ndarray and type(out["a"][1][0]) is np.ndarray
     np.testing.assert_array_equal(out["a"][1][0], np.eye(2))

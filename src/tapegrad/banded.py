@@ -77,9 +77,15 @@ class BandedCotangent(NDArrayOperatorsMixin):
         self._dense: Optional[np.ndarray] = None
 
     @classmethod
-    def basis(cls, rows: int, size: int, start: int, dtype: Any) -> "BandedCotangent":
-        """Rows ``start:start + rows`` of the identity of order ``size``."""
-        return cls((rows, size), {start: (0, np.ones(rows, dtype=dtype))}, dtype)
+    def eye(cls, rows: int, cols: int, k: int, dtype: Any) -> "BandedCotangent":
+        """Like ``np.eye(rows, cols, k)``: ones on the ``k``-th diagonal.
+
+        Rows ``start:stop`` of an identity are ``eye(stop - start, size, start)``
+        (a Jacobian's seed); basis tangents for the ``n`` entries of an argument
+        at ``offset`` in a batch of ``total`` are ``eye(total, n, -offset)``.
+        """
+        lo, hi = max(0, -k), min(rows, cols - k)
+        return cls((rows, cols), {k: (lo, np.ones(max(0, hi - lo), dtype=dtype))}, dtype)
 
     # -------------------------------------------------------------- array-like
     ndim = 2

@@ -169,8 +169,7 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
             # Leaf x takes basis vectors offset .. offset + n of one shared batch.
             if type(x) is np.ndarray and x.ndim == 1 and n:
                 # Row offset + i is e_i: one diagonal (the sweep keeps it banded while it can).
-                ones = np.ones(n, dtype=np.result_type(x))
-                tangents.append(BandedCotangent((total, n), {-offset: (offset, ones)}, ones.dtype))
+                tangents.append(BandedCotangent.eye(total, n, -offset, np.result_type(x)))
             else:
                 t = np.zeros((total, n), dtype=np.result_type(x))
                 t[offset : offset + n] = np.eye(n, dtype=t.dtype)

@@ -227,7 +227,7 @@ def _jacobian_seed(t: Tracer, size: int, start: int, stop: int) -> Any:
     structure see the dense rows.
     """
     if _takes_banded(t):
-        return BandedCotangent.basis(stop - start, size, start, t.dtype)
+        return BandedCotangent.eye(stop - start, size, start, t.dtype)
     return _basis_chunk(size, start, stop, t.shape, t.dtype)
 
 
