@@ -76,7 +76,10 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
     for a in nums:
         leaves, structure = flatten(args[a])
         watched = [tape.watch(leaf) for leaf in leaves]
-        sources.append((structure, watched))
+        # The function may write into its own arguments (``x *= 2``, ``x[0] = 0``): the
+        # tracer object it received then stands for the written value.  Derivatives are
+        # taken with respect to the value passed in, so keep a handle on that one.
+        sources.append((structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
     out = fun(*args, **kwargs)
     aux = None
@@ -85,6 +88,13 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
             raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
         out, aux = out
     return tape, out, aux, sources, single
+
+
+def _handle(value: Any) -> Any:
+    """A private tracer for the same recorded value: in-place writes to ``value`` leave it alone."""
+    if type(value) is Tracer:
+        return Tracer(value._value, value._node, value._tape, value._out)
+    return value
 
 
 def _lower(value: Any, tape: Tape) -> Any:
