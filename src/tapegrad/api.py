@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .banded import BandedCotangent
+from .backward import as_seed
 from .dispatch import strip
 from .errors import TapeError
 from .requests import (
@@ -222,10 +222,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
     out_leaves, out_structure = flatten(out)
 
     def vjp_fun(cotangent: Any) -> tuple:
-        cts = [
-            ct if type(ct) is Tracer or type(ct) is BandedCotangent else np.asarray(ct)
-            for ct in flatten_up_to(out_structure, cotangent)
-        ]
+        cts = [as_seed(ct) for ct in flatten_up_to(out_structure, cotangent)]
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
         batch = leading_batch(cts, out_leaves, "cotangent")
