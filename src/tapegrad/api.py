@@ -27,7 +27,8 @@ from .requests import (
     vjp_request,
 )
 from .tape import Tape
-from .tracer import Tracer
+from .host import prepare
+from .tracer import Tracer, stop_gradient, unwrap_above
 from .tree import flatten, flatten_up_to, tree_map, unflatten
 
 __all__ = [
@@ -43,14 +44,6 @@ __all__ = [
 ]
 
 ArgNums = Union[int, Sequence[int]]
-
-
-def stop_gradient(x: Any) -> Any:
-    """Return ``x`` as a constant: no derivative flows through it, at any order.
-
-    Works on arrays and nested lists/tuples/dicts of them.
-    """
-    return tree_map(strip, x)
 
 
 def _normalize_argnums(argnums: ArgNums, nargs: int) -> Tuple[Tuple[int, ...], bool]:
@@ -70,6 +63,7 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
     original non-float values).
     """
     nums, single = _normalize_argnums(argnums, len(args))
+    prepare()
     tape = Tape()
     args = list(args)
     sources = []
@@ -99,13 +93,7 @@ def _handle(value: Any) -> Any:
 
 def _lower(value: Any, tape: Tape) -> Any:
     """Strip ``tape``'s level (and any inner level) from the leaves of ``value``."""
-
-    def lower(v: Any) -> Any:
-        while type(v) is Tracer and v._tape.level >= tape.level:
-            v = v._value
-        return v
-
-    return tree_map(lower, value)
+    return tree_map(lambda v: unwrap_above(v, tape.level - 1), value)
 
 
 def _results_per_arg(sources: list, flat_results: list, single: bool) -> Any:

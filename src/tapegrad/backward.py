@@ -19,39 +19,14 @@ from the same code.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .banded import BandedCotangent, plain
-from .tape import Node, Tape
+from .tape import Node, Tape, sweeping
 
-__all__ = ["backward", "fit_cotangent", "remembered", "basis_rows", "as_seed", "seed_for"]
-
-
-class _MemoStack(threading.local):
-    def __init__(self) -> None:
-        self.stack: list = []
-
-
-# The memo of the tape being swept, per thread (sweeps nest for higher orders).
-_MEMOS = _MemoStack()
-
-
-def remembered(ufunc: Any, x: Any) -> Any:
-    """``ufunc(x)``, reusing the forward pass's result when the program computed it.
-
-    Only large outputs of ufuncs registered with ``remember=True`` are kept
-    (see :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
-    the forward call received, so the look-up is by identity.
-    """
-    stack = _MEMOS.stack
-    if stack and stack[-1]:
-        hit = stack[-1].get((ufunc, id(x)))
-        if hit is not None:
-            return hit
-    return ufunc(x)
+__all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for"]
 
 
 def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
@@ -273,14 +248,8 @@ def backward(
         ``{node.index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
-    # The memo holds weak references (it must not keep pruned values alive); during the
-    # sweep the live ones are held strongly, so that releasing a node cannot drop a
-    # value a later VJP is about to reuse.
-    _MEMOS.stack.append({key: value for key, ref in tape.memo.items() if (value := ref()) is not None})
-    try:
+    with sweeping(tape):  # rules reuse the forward's remembered values (tape.remembered)
         return _sweep(tape, roots, seeds, sources, batch, stop, release)
-    finally:
-        _MEMOS.stack.pop()
 
 
 def _sweep(

@@ -7,28 +7,19 @@ implementation, or :func:`call_constant`.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
-from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, Rule, function_name
+from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, Rule, function_name, lookup
 from .tape import Node, Pruned
-from .tracer import Tracer, link_opaque_views
+from .tracer import ROUTES, Tracer, link_opaque_views, strip
 
 __all__ = ["record", "call_rule", "call_constant", "strip", "strip_all", "primitive", "dispatch_function"]
 
 _SEQ = (list, tuple)
-
-
-def strip(value: Any) -> Any:
-    """Unwrap every tracer level of ``value`` (a constant from then on)."""
-    while type(value) is Tracer:
-        value = value._value
-    return value
 
 
 def strip_all(obj: Any) -> Any:
@@ -362,31 +353,6 @@ def _reject_out(name: str, kwargs: dict) -> None:
         )
 
 
-_SPECIAL_LOADED = False
-
-
-def _rule_on_miss(ufunc: np.ufunc, method: str, key: Any) -> Any:
-    """Rare path of :func:`dispatch_ufunc`: rules that are registered on first use.
-
-    SciPy's ufuncs get their rules from ``tapegrad.rules.special``, imported the
-    first time a non-NumPy ufunc misses while SciPy is loaded (tapegrad never
-    imports SciPy itself).  A ufunc method (``reduce``, ``outer``, ``at``, ...)
-    is derived from the ufunc's own rule.
-    """
-    global _SPECIAL_LOADED
-    if not _SPECIAL_LOADED and getattr(ufunc, "__module__", None) != "numpy" and "scipy.special" in sys.modules:
-        _SPECIAL_LOADED = True
-        importlib.import_module("tapegrad.rules.special")
-        rule = RULES.get(key)
-        if rule is not None:
-            return rule
-    if method != "__call__":
-        from .rules.ufunc_methods import derive_method_rule
-
-        return derive_method_rule(ufunc, method)
-    return None
-
-
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """The body of ``Tracer.__array_ufunc__``."""
     if "out" in kwargs:
@@ -395,7 +361,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
     key = ufunc if method == "__call__" else (ufunc, method)
     rule = RULES.get(key)
     if rule is None:
-        rule = _rule_on_miss(ufunc, method, key)
+        rule = lookup(key)  # rules made on first use (SciPy's ufuncs, ufunc methods)
         if rule is None:
             raise UnsupportedFunctionError(function_name(key))
     if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
@@ -435,3 +401,10 @@ def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__wrapped__ = fun
     setattr(wrapper, DISPATCHED, True)
     return wrapper
+
+
+# The tracer's protocol entry points and operators land here.
+ROUTES.ufunc = dispatch_ufunc
+ROUTES.function = dispatch_function
+ROUTES.unary = record_unary
+ROUTES.binary = record_binary

@@ -13,6 +13,7 @@ from .requests import (
     gradient_request,
     jacobian_request,
 )
+from .host import prepare
 from .tape import Tape
 from .tracer import Tracer
 from .tree import flatten, flatten_up_to, unflatten
@@ -60,6 +61,7 @@ class GradientTape:
     # ------------------------------------------------------------ context
     def __enter__(self) -> "GradientTape":
         if self._tape is None:
+            prepare()
             self._tape = Tape(self.persistent)
         return self
 

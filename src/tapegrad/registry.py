@@ -35,6 +35,7 @@ __all__ = [
     "defcomposite",
     "defconstant",
     "lookup",
+    "RESOLVERS",
     "function_name",
     "CONSTANT_ARG",
 ]
@@ -95,6 +96,11 @@ class Rule:
 
 
 RULES: dict = {}
+
+#: Called in turn with a key that has no rule: ``resolver(key)`` may register one
+#: (rules loaded on first use, ufunc methods derived from the ufunc's rule) and
+#: returns it, or ``None``.  Rule modules add theirs when imported.
+RESOLVERS: list = []
 
 
 def function_name(fun: Any) -> str:
@@ -158,6 +164,7 @@ def defvjp(
     remember: bool = False,
     needs: Optional[tuple] = None,
     banded: bool = False,
+    scatter_index: Optional[Callable[[tuple], Any]] = None,
 ) -> Any:
     """Register the vector-Jacobian products of a function, one per positional argument.
 
@@ -190,6 +197,8 @@ def defvjp(
         Internal to tapegrad's own rules: the VJPs may receive the sweep's
         structured (banded) batches of cotangents.  Without it a rule always
         receives plain arrays (or tracers, at higher order).
+    scatter_index : callable, optional
+        Internal: for a read of part of argument 0, see :attr:`Rule.scatter_index`.
 
     Returns
     -------
@@ -222,6 +231,7 @@ def defvjp(
         pass_kwargs=pass_kwargs,
         needs=needs,
         banded=banded,
+        scatter_index=scatter_index,
     )
     return fun
 
@@ -251,5 +261,14 @@ def defconstant(*funs: Any, note: str = "", traced: bool = False) -> None:
 
 
 def lookup(key: Any) -> Optional[Rule]:
-    """Return the rule registered for ``key`` or ``None``."""
-    return RULES.get(key)
+    """The rule for ``key``: registered, or made on first use by a resolver; else ``None``.
+
+    This is the one look-up that tracing and ``python -m tapegrad check`` share.
+    """
+    rule = RULES.get(key)
+    if rule is None:
+        for resolver in RESOLVERS:
+            rule = resolver(key)
+            if rule is not None:
+                break
+    return rule

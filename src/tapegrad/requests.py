@@ -14,7 +14,7 @@ import numpy as np
 from .backward import backward, basis_rows, seed_for
 from .errors import TapeError
 from .tape import Tape
-from .tracer import Tracer
+from .tracer import Tracer, unwrap_above
 
 __all__ = [
     "leading_batch",
@@ -64,8 +64,7 @@ def resolve(value: Any, tape: Tape) -> Optional[Tracer]:
 
     Tracers of newer (inner) tapes are unwrapped down to ``tape``'s level.
     """
-    while type(value) is Tracer and value._tape.level > tape.level:
-        value = value._value
+    value = unwrap_above(value, tape.level)
     if type(value) is Tracer and value._tape is tape:
         return value
     return None

@@ -13,15 +13,15 @@ arguments, and the lower levels see only the raw values.
 from __future__ import annotations
 
 import itertools
-import sys
+import threading
 from typing import Any
 
 import numpy as np
 
-from . import memory as _memory
-from .integrations import autoray as _autoray  # never imports autoray itself
+from .errors import TapeError
+from .tracer import Tracer, as_source_value
 
-__all__ = ["Node", "Tape"]
+__all__ = ["Node", "Tape", "Pruned", "remembered", "sweeping"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)
@@ -134,10 +134,6 @@ class Tape:
         self.consumed = False
         #: A sweep dropped the saved values (a private single-use tape of grad/jacobian).
         self.released = False
-        if not _autoray.registered and "autoray" in sys.modules:
-            _autoray.register()  # lets autoray.do(...) dispatch tracers to NumPy
-        if not _memory._decided:
-            _memory.apply_default_policy()  # once per process: see tapegrad.memory
 
     def watch(self, value: Any) -> Any:
         """Return ``value`` as a tracer recorded by this tape (a source).
@@ -146,14 +142,10 @@ class Tape:
         returned as plain arrays: derivatives with respect to them are zero
         or ``None``, never junk.
         """
-        from .tracer import Tracer, as_source_value
-
         if type(value) is Tracer:
             if value._tape is self:
                 return value
             if value._tape.level > self.level:
-                from .errors import TapeError
-
                 raise TapeError(
                     "cannot watch a value traced by a newer (inner) tape on an older (outer) "
                     "tape: watch it on the outer tape first, then on the inner one."
@@ -175,8 +167,6 @@ class Tape:
         zero, but it must stay a tracer so that code filling it in place
         (``out = np.zeros_like(x); out[i] = x[i] ** 2``) records those writes.
         """
-        from .tracer import Tracer
-
         node = Node(len(self.nodes), None, (), {}, value, ())
         self.nodes.append(node)
         return Tracer(value, node, self)
@@ -185,7 +175,45 @@ class Tape:
         return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"
 
 
-def new_tape(persistent: bool = False) -> Tape:
-    """A fresh tape whose level is above every existing tape's."""
-    return Tape(persistent)
+class _MemoStack(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []
 
+
+# The memo of the tape being swept, per thread (sweeps nest for higher orders).
+_MEMOS = _MemoStack()
+
+
+class sweeping:
+    """Context of one backward sweep over ``tape``: its memo serves :func:`remembered`.
+
+    The memo holds weak references (it must not keep pruned values alive); during
+    the sweep the live ones are held strongly, so that releasing a node cannot drop
+    a value a later VJP is about to reuse.
+    """
+
+    __slots__ = ("memo",)
+
+    def __init__(self, tape: Tape) -> None:
+        self.memo = {key: value for key, ref in tape.memo.items() if (value := ref()) is not None}
+
+    def __enter__(self) -> None:
+        _MEMOS.stack.append(self.memo)
+
+    def __exit__(self, *exc: Any) -> None:
+        _MEMOS.stack.pop()
+
+
+def remembered(ufunc: Any, x: Any) -> Any:
+    """``ufunc(x)``, reusing the forward pass's result when the program computed it.
+
+    Only large outputs of ufuncs registered with ``remember=True`` are kept
+    (see :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
+    the forward call received, so the look-up is by identity.
+    """
+    stack = _MEMOS.stack
+    if stack and stack[-1]:
+        hit = stack[-1].get((ufunc, id(x)))
+        if hit is not None:
+            return hit
+    return ufunc(x)

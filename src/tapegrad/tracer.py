@@ -20,8 +20,60 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import GradientDroppedError
+from .registry import RULES
+from .tree import tree_map
 
-__all__ = ["Tracer", "as_source_value"]
+__all__ = ["Tracer", "as_source_value", "strip", "stop_gradient", "unwrap_above", "is_basic_index", "ROUTES", "METHOD_FUNCTIONS"]
+
+
+class _Routes:
+    """Where a tracer sends the calls made on it.
+
+    The tracer is the lowest layer that knows about tracing: it does not import
+    the dispatcher or the rules above it.  :mod:`tapegrad.dispatch` fills in the
+    protocol entry points and :mod:`tapegrad.rules.indexing` the item access,
+    once, when ``import tapegrad`` loads them.
+    """
+
+    __slots__ = ("ufunc", "function", "unary", "binary", "getitem", "setitem", "astype")
+
+
+ROUTES = _Routes()
+
+#: ndarray methods that are the NumPy function of the same name (``x.sum(axis=0)``
+#: is ``np.sum(x, axis=0)``, which dispatches back to the registry): a method is
+#: supported exactly when its function is.
+METHOD_FUNCTIONS = {
+    name: getattr(np, name)
+    for name in (
+        "sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod",
+        "clip", "round", "trace", "diagonal", "nonzero", "repeat", "take", "argmax",
+        "argmin", "argsort", "any", "all", "searchsorted", "compress", "choose",
+        "partition", "argpartition", "put", "ptp",
+    )
+}
+
+
+def unwrap_above(value: Any, level: int) -> Any:
+    """``value`` with the tracer levels above ``level`` removed (``level=0``: every level)."""
+    while type(value) is Tracer and value._tape.level > level:
+        value = value._value
+    return value
+
+
+def strip(value: Any) -> Any:
+    """Unwrap every tracer level of ``value`` (a constant from then on)."""
+    while type(value) is Tracer:
+        value = value._value
+    return value
+
+
+def stop_gradient(x: Any) -> Any:
+    """Return ``x`` as a constant: no derivative flows through it, at any order.
+
+    Works on arrays and nested lists/tuples/dicts of them.
+    """
+    return tree_map(strip, x)
 
 
 def as_source_value(value: Any) -> Optional[tuple]:
@@ -70,10 +122,10 @@ class Tracer:
 
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return dispatch_ufunc(ufunc, method, inputs, kwargs)
+        return ROUTES.ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        return dispatch_function(func, args, kwargs)
+        return ROUTES.function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise _drop(
@@ -186,10 +238,10 @@ class Tracer:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
-        out = getitem(self, index)
+        out = ROUTES.getitem(self, index)
         # NumPy returns a view for basic indexing unless every axis got an integer (a scalar
         # copy); ``y[1, ...]`` is a 0-d view, recognisable as a 0-d ndarray.
-        if type(out) is Tracer and _is_basic_index(index) and (out.ndim or isinstance(strip(out), np.ndarray)):
+        if type(out) is Tracer and is_basic_index(index) and (out.ndim or isinstance(strip(out), np.ndarray)):
             _link_view(self, out, index)
         return out
 
@@ -198,15 +250,15 @@ class Tracer:
         # Only a view of exactly the written region is that writer: any other live view
         # (``w = y[0:3]; y[1:4] = w``) changes under the write and must be checked.
         writer = None
-        if type(value) is Tracer and getattr(value, "_viewof", None) is not None and _is_basic_index(index):
+        if type(value) is Tracer and getattr(value, "_viewof", None) is not None and is_basic_index(index):
             base, view_index = value._viewof
             if base() is self and view_index == index:
                 writer = value
-        _write(self, setitem(self, index, value), writer=writer, index=index)
+        _write(self, ROUTES.setitem(self, index, value), writer=writer, index=index)
 
     # ------------------------------------------------------------------ methods
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-        return astype(self, dtype, *args, **kwargs)
+        return ROUTES.astype(self, dtype, *args, **kwargs)
 
     def copy(self, order: str = "K") -> Any:
         return np.copy(self)
@@ -256,7 +308,7 @@ class Tracer:
         # NumPy function of the same name, which dispatches back to the registry.
         if name.startswith("__"):
             raise AttributeError(name)
-        fun = _METHOD_FUNCTIONS.get(name)
+        fun = METHOD_FUNCTIONS.get(name)
         if fun is None:
             raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
@@ -267,28 +319,28 @@ class Tracer:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Any:
-        return record_binary(RULES[np.add], self, other)
+        return ROUTES.binary(RULES[np.add], self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return record_binary(RULES[np.add], other, self)
+        return ROUTES.binary(RULES[np.add], other, self)
 
     def __sub__(self, other: Any) -> Any:
-        return record_binary(RULES[np.subtract], self, other)
+        return ROUTES.binary(RULES[np.subtract], self, other)
 
     def __rsub__(self, other: Any) -> Any:
-        return record_binary(RULES[np.subtract], other, self)
+        return ROUTES.binary(RULES[np.subtract], other, self)
 
     def __mul__(self, other: Any) -> Any:
-        return record_binary(RULES[np.multiply], self, other)
+        return ROUTES.binary(RULES[np.multiply], self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return record_binary(RULES[np.multiply], other, self)
+        return ROUTES.binary(RULES[np.multiply], other, self)
 
     def __truediv__(self, other: Any) -> Any:
-        return record_binary(RULES[np.true_divide], self, other)
+        return ROUTES.binary(RULES[np.true_divide], self, other)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return record_binary(RULES[np.true_divide], other, self)
+        return ROUTES.binary(RULES[np.true_divide], other, self)
 
     def __floordiv__(self, other: Any) -> Any:
         return np.floor_divide(self, other)
@@ -309,10 +361,10 @@ class Tracer:
         return np.divmod(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return record_binary(RULES[np.power], self, other)
+        return ROUTES.binary(RULES[np.power], self, other)
 
     def __rpow__(self, other: Any) -> Any:
-        return record_binary(RULES[np.power], other, self)
+        return ROUTES.binary(RULES[np.power], other, self)
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -321,7 +373,7 @@ class Tracer:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return record_unary(RULES[np.negative], self)
+        return ROUTES.unary(RULES[np.negative], self)
 
     def __pos__(self) -> Any:
         return np.positive(self)
@@ -384,7 +436,8 @@ class Tracer:
 # in-place writes that it cannot replay, rather than computing something else.
 
 
-def _is_basic_index(index: Any) -> bool:
+def is_basic_index(index: Any) -> bool:
+    """Whether ``index`` is basic indexing (ints, slices, None, Ellipsis), which NumPy answers with a view."""
     if type(index) is not tuple:
         index = (index,)
     for i in index:
@@ -478,18 +531,5 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
         if base is not None:
             # Written through a view: replay the write onto the base, as NumPy would.
             view_index = viewof[1]
-            _write(base, setitem(base, view_index, target), writer=target, index=view_index)
+            _write(base, ROUTES.setitem(base, view_index, target), writer=target, index=view_index)
     return target
-
-
-# Imported last: these modules import Tracer from here.
-from .dispatch import (  # noqa: E402
-    dispatch_function,
-    dispatch_ufunc,
-    record_binary,
-    record_unary,
-    strip,
-)
-from .registry import RULES  # noqa: E402
-from .rules.indexing import astype, getitem, setitem  # noqa: E402
-from .rules.methods import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402

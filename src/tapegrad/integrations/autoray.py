@@ -12,18 +12,18 @@ backend as :func:`tapegrad.stop_gradient`, which returns plain arrays
 unchanged and turns tracers into constants.
 
 Design: ``import tapegrad`` never imports autoray.  :func:`register` is called
-when the first tape is created after autoray has been imported (a dictionary
-look-up in ``sys.modules`` per new tape until then), so user code needs
-nothing but ``import autoray``.  If autoray is first imported *inside* a
+by :func:`tapegrad.host.prepare` when a derivative is first asked for after
+autoray has been imported (a dictionary look-up in ``sys.modules`` per request
+until then), so user code needs nothing but ``import autoray``.  If autoray is first imported *inside* a
 function being differentiated, call :func:`register` yourself (it is
 idempotent).
 """
 
 from __future__ import annotations
 
-import sys
+from ..tracer import Tracer, stop_gradient
 
-__all__ = ["register", "registered", "register_if_imported"]
+__all__ = ["register", "registered"]
 
 #: Whether :func:`register` has run in this process.
 registered = False
@@ -39,17 +39,8 @@ def register() -> None:
     global registered
     if registered:
         return
-    import autoray
-
-    from ..api import stop_gradient
-    from ..tracer import Tracer
+    import autoray  # optional: imported only once the user has imported it
 
     autoray.register_backend(Tracer, "numpy")
     autoray.register_function("numpy", "stop_gradient", stop_gradient)
     registered = True
-
-
-def register_if_imported() -> None:
-    """Call :func:`register` if autoray is already imported; never import it."""
-    if not registered and "autoray" in sys.modules:
-        register()

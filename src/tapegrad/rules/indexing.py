@@ -18,21 +18,15 @@ from typing import Any
 import numpy as np
 
 from ..banded import BandedCotangent
-from ..dispatch import primitive, strip
+from ..dispatch import primitive
 from ..registry import CONSTANT_ARG, RULES, defvjp
+from ..tracer import ROUTES, is_basic_index, strip
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
 
 
 def _as_tuple(index: Any) -> tuple:
     return index if type(index) is tuple else (index,)
-
-
-def _is_basic(index: tuple) -> bool:
-    for i in index:
-        if not (i is None or i is Ellipsis or type(i) is slice or type(i) is int or isinstance(i, np.integer)):
-            return False
-    return True
 
 
 def _positions(shape: tuple, index: tuple) -> np.ndarray:
@@ -47,7 +41,7 @@ def _indexed_ndim(shape: tuple, index: tuple) -> int:
 def _take_index(a: Any, index: tuple, shape: tuple) -> Any:
     """``a[..., index]`` where ``index`` addresses the trailing ``len(shape)`` axes of ``a``."""
     nb = np.ndim(a) - len(shape)
-    if _is_basic(index):
+    if is_basic_index(index):
         return a[(slice(None),) * nb + index]
     pos = _positions(shape, index)
     flat = np.reshape(a, np.shape(a)[:nb] + (-1,))
@@ -59,7 +53,7 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     nb = np.ndim(g) - _indexed_ndim(shape, index)
     batch = np.shape(g)[:nb]
     dtype = np.result_type(g)
-    if _is_basic(index):
+    if is_basic_index(index):
         if type(g) is BandedCotangent:
             shifted = g.scattered(index, shape)
             if shifted is not None:
@@ -95,6 +89,11 @@ def _getitem(x: Any, index: Any) -> Any:
     return operator.getitem(x, index)
 
 
+def _basic_scatter_index(args: tuple) -> Any:
+    index = _as_tuple(args[1])
+    return index if is_basic_index(index) else None
+
+
 getitem = primitive(_getitem)
 defvjp(
     getitem,
@@ -102,15 +101,8 @@ defvjp(
     CONSTANT_ARG,
     needs=((1,), ()),  # the index, and only the shape of x
     banded=True,
+    scatter_index=_basic_scatter_index,
 )
-
-
-def _basic_scatter_index(args: tuple) -> Any:
-    index = _as_tuple(args[1])
-    return index if _is_basic(index) else None
-
-
-RULES[getitem].scatter_index = _basic_scatter_index
 
 
 def _setitem(x: Any, index: Any, value: Any) -> Any:
@@ -135,7 +127,7 @@ def _winning_writes(shape: tuple, index: tuple) -> Any:
     earlier writes are overwritten and so carry no gradient.  ``None`` when every
     position is written once (always the case for basic indices).
     """
-    if _is_basic(index):
+    if is_basic_index(index):
         return None
     pos = _positions(shape, index)
     if np.unique(pos).size == pos.size:
@@ -232,3 +224,9 @@ defvjp(
     lambda g, ans, cond, x, y: np.where(cond, 0, g),
     banded=True,
 )
+
+
+# Item access and casts of a tracer come here (see tapegrad.tracer.ROUTES).
+ROUTES.getitem = getitem
+ROUTES.setitem = setitem
+ROUTES.astype = astype

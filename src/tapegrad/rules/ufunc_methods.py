@@ -38,7 +38,7 @@ import numpy as np
 
 from ..dispatch import primitive, strip, strip_all
 from ..errors import GradientDroppedError, UnsupportedFunctionError
-from ..registry import CONSTANT, RULES, Rule, defcomposite, defconstant, defvjp
+from ..registry import CONSTANT, RESOLVERS, RULES, Rule, defcomposite, defconstant, defvjp
 from ..tracer import Tracer, _write
 
 __all__ = ["derive_method_rule", "register_methods"]
@@ -358,3 +358,13 @@ def register_methods() -> None:
 
 
 register_methods()
+
+
+def _method_resolver(key: Any) -> Optional[Rule]:
+    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], np.ufunc):
+        return derive_method_rule(*key)
+    return None
+
+
+RESOLVERS.append(_method_resolver)  # methods of ufuncs whose rules arrive later (SciPy's)
+
