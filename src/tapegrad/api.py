@@ -16,7 +16,7 @@ import numpy as np
 
 from .banded import BandedCotangent
 from .dispatch import strip
-from .errors import TapeError
+from .errors import TapeError, element_store_error
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -78,7 +78,13 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         watched = [tape.watch(leaf) for leaf in leaves]
         sources.append((structure, watched))
         args[a] = unflatten(structure, watched)
-    out = fun(*args, **kwargs)
+    try:
+        out = fun(*args, **kwargs)
+    except ValueError as exc:
+        dropped = element_store_error(exc)
+        if dropped is None:
+            raise
+        raise dropped.with_traceback(exc.__traceback__) from None
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):

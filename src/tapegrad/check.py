@@ -307,6 +307,9 @@ def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> 
             try:
                 out = fun(*args)
             except Exception as exc:  # any failure is the answer: report it
+                from .errors import element_store_error
+
+                exc = element_store_error(exc) or exc
                 error = f"{type(exc).__name__}: {exc}"
     return survey.finish(), tape, out, [args[k] for k in argnums], error
 
