@@ -189,8 +189,12 @@ class BandedCotangent(NDArrayOperatorsMixin):
         return self.embed(start, shape[0]) if step == 1 else None
 
     # -------------------------------------------------------------- algebra
-    def _scaled(self, factor: Any, reciprocal: bool = False) -> Optional["BandedCotangent"]:
-        """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``."""
+    def _scaled(self, factor: Any, reciprocal: bool = False, select: bool = False) -> Optional["BandedCotangent"]:
+        """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``.
+
+        ``select``: ``factor`` is a mask and entries it drops become 0 even where
+        they are inf or NaN, as in ``np.where(mask, g, 0)``.
+        """
         if type(factor) is np.ndarray or isinstance(factor, np.generic):  # subclasses: the general path
             if factor.dtype.kind not in "biufc":
                 return None
@@ -220,7 +224,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
                 f = row[lo : lo + n]
             else:
                 f = scalar
-            bands[offset] = (lo, vals / f if reciprocal else vals * f)
+            bands[offset] = (lo, vals / f if reciprocal else np.where(f, vals, 0) if select else vals * f)
         if bands:
             dtype = next(iter(bands.values()))[1].dtype
         else:
@@ -359,9 +363,9 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if type(condition) is not np.ndarray or condition.dtype != bool:
         return None
     if type(x) is BandedCotangent and _is_zero(y):
-        out, zero = x._scaled(condition), y
+        out, zero = x._scaled(condition, select=True), y
     elif type(y) is BandedCotangent and _is_zero(x):
-        out, zero = y._scaled(~condition), x
+        out, zero = y._scaled(~condition, select=True), x
     else:
         return None
     if out is None:
