@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tapegrad as tg
-from tapegrad import requests
+from tapegrad import backward
 from tapegrad.banded import MAX_BANDS, BandedCotangent, plain
 
 from .closed_forms import rosenbrock as _rosenbrock
@@ -221,11 +221,7 @@ def test_plain_replaces_batches_inside_containers():
 
 # ------------------------------------------------------------------ the sweep
 def _dense_seeds(monkeypatch):
-    monkeypatch.setattr(
-        requests,
-        "_jacobian_seed",
-        lambda t, size, start, stop: requests._basis_chunk(size, start, stop, t.shape, t.dtype),
-    )
+    monkeypatch.setattr(backward, "STRUCTURED", False)
 
 
 def _as_vector_function(sample):

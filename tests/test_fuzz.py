@@ -1,7 +1,11 @@
 """Differential fuzzing: random NumPy programs, derivatives against finite differences.
 
 Hypothesis draws programs of 2 to 20 NumPy calls over a pool of values that
-starts with two inputs of random, broadcast-compatible shapes.  Each program
+starts with two inputs of random, broadcast-compatible shapes.  Hostile
+programs also write into their own first argument, mask singular branches
+(``sqrt(maximum(v, 0))``, ``where(v > 0, sqrt(|v|), 0)``, relu powers, guarded
+divisions) and receive NaN, inf and exact zeros: every derivative mode must
+give the numbers of stacked single VJPs (or HVPs), NaN and inf included.  Each program
 is checked three ways: its gradient (first order) and Hessian-vector
 products (second order) against central finite differences in float64, and
 its full Jacobian (one batched sweep) against a loop of single VJPs (a second
@@ -86,6 +90,53 @@ BINARY = {
 }
 
 
+# Singular branches masked the way users write them; derivatives are inf/NaN at the
+# masked points in some evaluation orders, and every mode must agree on which.
+SINGULAR = {
+    "sqrt_relu": lambda v: np.sqrt(np.maximum(v, 0)),
+    "sqrt_clip": lambda v: np.sqrt(np.clip(v, 0, None)),
+    "where_sqrt": lambda v: np.where(v > 0, np.sqrt(np.abs(v)), 0.0),
+    "relu_pow": lambda v: np.maximum(v, 0) ** 1.5,
+    "guarded_div": lambda v: np.sin(v) / np.where(v == 0, 1.0, v),
+    "log_guard": lambda v: np.log(np.maximum(v, 1e-300)) * 0.01,
+    "arcsin_clip": lambda v: np.arcsin(np.clip(v, -1, 1)),
+}
+
+
+def _write_scaled(x):
+    x *= 1.5
+
+
+def _write_centred(x):
+    if x.ndim:
+        x -= np.mean(x, axis=-1, keepdims=True)
+
+
+def _write_first(x):
+    if x.ndim:
+        x[..., 0] = x[..., -1] * 2.0
+
+
+def _write_view(x):
+    if x.ndim and x.shape[-1] > 1:
+        v = x[..., 1:]
+        v += 1.0  # through a view: x changes too
+
+
+def _write_add(x):
+    x += np.tanh(x) * 0.5
+
+
+# Writes into the program's own first argument, before anything else reads it.
+INPLACE = {
+    "scaled": _write_scaled,
+    "centred": _write_centred,
+    "first": _write_first,
+    "view": _write_view,
+    "add": _write_add,
+}
+
+
 def _setitem(v):
     if not np.ndim(v):
         return v
@@ -121,10 +172,15 @@ def programs(draw):
     return shape, other, steps, seed
 
 
-def build(steps):
-    """A plain NumPy function of two arrays that runs the drawn steps."""
+def build(steps, writes=()):
+    """A plain NumPy function of two arrays that runs the drawn steps.
+
+    ``writes`` name in-place updates of ``x`` (see ``INPLACE``) done first.
+    """
 
     def program(x, y):
+        for name in writes:
+            INPLACE[name](x)
         pool = [x, y]
         for step in steps:
             a = pool[-1]
@@ -132,6 +188,8 @@ def build(steps):
                 a = np.tanh(a)
             if step[0] == "unary":
                 pool.append(UNARY[step[1]](a))
+            elif step[0] == "singular":
+                pool.append(SINGULAR[step[1]](a))
             else:
                 partner = pool[step[2] % len(pool)]
                 if _broadcastable(a, partner):
@@ -156,8 +214,9 @@ def _instantiate(program):
 def _fd_directional(f, args, k, u, eps=1e-6):
     plus = list(args)
     minus = list(args)
-    plus[k] = args[k] + eps * u
-    minus[k] = args[k] - eps * u
+    # np.asarray: a 0-d argument stays a (mutable) 0-d array, as the program received it.
+    plus[k] = np.asarray(args[k] + eps * u)
+    minus[k] = np.asarray(args[k] - eps * u)
     return (np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps)
 
 
@@ -232,3 +291,75 @@ def test_random_program_hessian_of_a_vector_is_stack_of_hvps(program, n):
     np.testing.assert_allclose(H, rows, rtol=1e-10, atol=1e-10)
     # Forward over reverse: banded tangents through the transposed sweep.
     np.testing.assert_allclose(tg.jacfwd(tg.grad(loss))(x), rows, rtol=1e-10, atol=1e-10)
+
+
+@st.composite
+def hostile_programs(draw):
+    """Programs with masked singularities, writes into their argument, and non-finite inputs."""
+    shape, other, steps, seed = draw(programs())
+    steps = list(steps)
+    for _ in range(draw(st.integers(1, 3))):
+        steps.insert(draw(st.integers(0, len(steps))), ("singular", draw(st.sampled_from(sorted(SINGULAR)))))
+    writes = draw(st.lists(st.sampled_from(sorted(INPLACE)), max_size=2))
+    size = int(np.prod(shape, dtype=int))
+    specials = draw(st.lists(st.tuples(st.integers(0, max(size - 1, 0)), st.sampled_from([0.0, np.nan, np.inf, -np.inf])), max_size=2))
+    return shape, other, steps, seed, writes, specials
+
+
+def _stacked_vjps(f, x, y):
+    out, pullback = tg.vjp(f, x.copy(), y)
+    rows = []
+    for i in range(np.size(out)):
+        e = np.zeros(np.size(out))
+        e[i] = 1.0
+        rows.append(pullback(e.reshape(np.shape(out)))[0])
+    return np.reshape(np.stack(rows), np.shape(out) + x.shape) if rows else np.zeros(np.shape(out) + x.shape)
+
+
+def _same_numbers(actual, expected):
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(actual), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(actual), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    scale = max(1.0, float(np.max(np.abs(expected[finite]), initial=0.0)))
+    np.testing.assert_allclose(actual[finite], expected[finite], rtol=1e-10, atol=1e-10 * scale)
+
+
+@fuzz_settings
+@given(hostile_programs(), st.booleans())
+def test_hostile_program_every_mode_equals_stacked_vjps(program, vector):
+    shape, other, steps, seed, writes, specials = program
+    if vector:  # a 1-D input: Jacobian and Hessian sweeps start banded
+        shape, other = (max(2, int(np.prod(shape, dtype=int))),), other[-1:]
+        other = tuple(1 if k == 1 else shape[0] for k in other)
+    x, y = _inputs(shape, other, seed)
+    flat = x.reshape(-1)
+    for position, value in specials:
+        if flat.size:
+            flat[position % flat.size] = value
+    f = build(steps, writes)
+    original = x.copy()
+    with np.errstate(all="ignore"):
+        expected = _stacked_vjps(f, x, y)
+        _same_numbers(tg.jacobian(f)(x.copy(), y), expected)
+        _same_numbers(tg.jacobian(f, chunk_size=2)(x.copy(), y), expected)
+        _same_numbers(tg.jacfwd(f)(x.copy(), y), expected)
+        if x.ndim == 1 and x.size <= 6:
+            loss = lambda v: np.sum(f(v, y))  # noqa: E731
+            rows = np.stack([tg.hvp(loss)(x.copy(), e) for e in np.eye(x.size)])
+            _same_numbers(tg.hessian(loss)(x.copy()), rows)
+            _same_numbers(tg.jacfwd(tg.grad(loss))(x.copy()), rows)
+    np.testing.assert_array_equal(x, original)  # never written by tapegrad
+
+
+@fuzz_settings
+@given(programs(), st.lists(st.sampled_from(sorted(INPLACE)), min_size=1, max_size=2))
+def test_program_writing_into_its_argument_matches_finite_differences(program, writes):
+    shape, other, steps, seed = program
+    x, y = _inputs(shape, other, seed)
+    f = build(steps, writes)
+    loss = lambda x, y: np.sum(f(x.copy(), y.copy()))  # noqa: E731  (finite differences on copies)
+    grad = tg.grad(lambda x, y: np.sum(f(x, y)))(x.copy(), y)
+    u = np.random.default_rng(seed + 2).standard_normal(x.shape)
+    fd = _fd_directional(loss, (x, y), 0, u)
+    assert np.sum(grad * u) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .banded import BandedCotangent
+from .backward import as_seed
 from .dispatch import strip
 from .errors import TapeError, element_store_error
 from .requests import (
@@ -76,7 +76,10 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
     for a in nums:
         leaves, structure = flatten(args[a])
         watched = [tape.watch(leaf) for leaf in leaves]
-        sources.append((structure, watched))
+        # The function may write into its own arguments (``x *= 2``, ``x[0] = 0``): the
+        # tracer object it received then stands for the written value.  Derivatives are
+        # taken with respect to the value passed in, so keep a handle on that one.
+        sources.append((structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
     try:
         out = fun(*args, **kwargs)
@@ -91,6 +94,13 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
             raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
         out, aux = out
     return tape, out, aux, sources, single
+
+
+def _handle(value: Any) -> Any:
+    """A private tracer for the same recorded value: in-place writes to ``value`` leave it alone."""
+    if type(value) is Tracer:
+        return Tracer(value._value, value._node, value._tape, value._out)
+    return value
 
 
 def _lower(value: Any, tape: Tape) -> Any:
@@ -305,10 +315,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
     out_leaves, out_structure = flatten(out)
 
     def vjp_fun(cotangent: Any) -> tuple:
-        cts = [
-            ct if type(ct) is Tracer or type(ct) is BandedCotangent else np.asarray(ct)
-            for ct in flatten_up_to(out_structure, cotangent)
-        ]
+        cts = [as_seed(ct) for ct in flatten_up_to(out_structure, cotangent)]
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
         batch = leading_batch(cts, out_leaves, "cotangent")

@@ -27,7 +27,7 @@ import numpy as np
 from .banded import BandedCotangent, plain
 from .tape import Node, Tape
 
-__all__ = ["backward", "fit_cotangent", "remembered"]
+__all__ = ["backward", "fit_cotangent", "remembered", "basis_rows", "as_seed", "seed_for"]
 
 
 class _MemoStack(threading.local):
@@ -85,6 +85,51 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
         if getattr(g, "dtype", None) != tdtype:
             g = g.astype(tdtype) if hasattr(g, "astype") else np.asarray(g, dtype=tdtype)
     return g
+
+
+#: Whether :func:`basis_rows` may build banded batches.  Differential tests turn it
+#: off to compare every structured sweep with the dense one it stands for.
+STRUCTURED = True
+
+
+def basis_rows(rows: int, size: int, k: int, shape: tuple, dtype: Any, structured: bool = True) -> Any:
+    """Basis vectors for one batched sweep: like ``np.eye(rows, size, k)``, each row shaped ``shape``.
+
+    Rows ``start:stop`` of an identity (a Jacobian's seed) are
+    ``basis_rows(stop - start, size, start, ...)``; the basis tangents of an
+    argument of ``n`` entries at ``offset`` in a batch of ``total`` are
+    ``basis_rows(total, n, -offset, ...)``.  For a 1-D ``shape`` the rows are a
+    banded batch (the sweep keeps it a few diagonals while rules only scale,
+    slice and add); ``structured=False`` or any other shape gives a dense array.
+    """
+    if structured and STRUCTURED and len(shape) == 1 and np.dtype(dtype).kind in "fc":
+        return BandedCotangent.eye(rows, size, k, dtype)
+    seed = np.zeros((rows, size), dtype=dtype)
+    lo, hi = max(0, -k), min(rows, size - k)
+    if hi > lo:
+        # Element (r, r + k) sits at flat position r * (size + 1) + k: one strided write.
+        seed.reshape(-1)[lo * (size + 1) + k : hi * size + k : size + 1] = 1
+    return seed.reshape((rows,) + tuple(shape))
+
+
+def as_seed(cotangent: Any) -> Any:
+    """A cotangent given to a sweep: tracers and the sweep's own batches as they are, else an array."""
+    t = type(cotangent)
+    if t is BandedCotangent or t is np.ndarray or hasattr(cotangent, "_tape"):
+        return cotangent
+    return np.asarray(cotangent)
+
+
+def seed_for(seed: Any, root_value: Any) -> Any:
+    """``seed`` as the sweep from a root holding ``root_value`` may start from it.
+
+    A banded batch only seeds a sweep over plain 1-D values: when the root's value
+    is a tracer of an outer tape, the sweep itself is recorded, and recorded calls
+    must see plain arrays.
+    """
+    if type(seed) is BandedCotangent and not (type(root_value) is np.ndarray and root_value.ndim == 1):
+        return seed.dense()
+    return seed
 
 
 class _Pending:
@@ -280,6 +325,13 @@ def _sweep(
             g = _fill_zeros(g, node.ans, batch)
         args = node.args
         rule = node.rule
+        # Banded batches reach only the rules that opt in (Rule.banded); the others
+        # get the dense array the batch stands for (built once, read-only).
+        if type(g) is BandedCotangent:
+            if not rule.banded:
+                g = g.dense()
+        elif node.n_out and not rule.banded:
+            g = tuple(c.dense() if type(c) is BandedCotangent else c for c in g)
         if (
             rule.scatter_index is not None
             and (type(g) is np.ndarray or type(g) is BandedCotangent)

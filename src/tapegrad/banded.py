@@ -16,6 +16,7 @@ optimisation, only sooner or later.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -189,11 +190,12 @@ class BandedCotangent(NDArrayOperatorsMixin):
         return self.embed(start, shape[0]) if step == 1 else None
 
     # -------------------------------------------------------------- algebra
-    def _scaled(self, factor: Any, reciprocal: bool = False, select: bool = False) -> Optional["BandedCotangent"]:
-        """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``.
+    def _per_band(self, factor: Any) -> Optional[list]:
+        """``factor`` cut into one piece per band, if it broadcasts without widening the batch.
 
-        ``select``: ``factor`` is a mask and entries it drops become 0 even where
-        they are inf or NaN, as in ``np.where(mask, g, 0)``.
+        ``factor`` may be a scalar, one value per column (shape ``(L,)`` or
+        ``(1, L)``) or one per row (``(B, 1)``); anything else (a tracer, another
+        batch, a list, a wider array) gives ``None``: the caller takes the dense path.
         """
         if type(factor) is np.ndarray or isinstance(factor, np.generic):  # subclasses: the general path
             if factor.dtype.kind not in "biufc":
@@ -202,33 +204,55 @@ class BandedCotangent(NDArrayOperatorsMixin):
         elif isinstance(factor, numbers.Number):
             shape = ()
         else:
-            return None  # a tracer, another batch, a list: the general path
+            return None
         rows, cols = self.shape
         if len(shape) > 2 or any(s != 1 for s in shape[:-2]):
             return None
         if all(s == 1 for s in shape):
-            column = row = None
             scalar = factor.reshape(()) if shape else factor
-        elif shape[-1] == cols and (len(shape) == 1 or shape[0] == 1):
-            column, row, scalar = factor.reshape(-1), None, None
-        elif len(shape) == 2 and shape == (rows, 1):
-            column, row, scalar = None, factor.reshape(-1), None
-        else:
+            return [scalar] * len(self.bands)
+        if shape[-1] == cols and (len(shape) == 1 or shape[0] == 1):
+            column = factor.reshape(-1)
+            return [column[lo + offset : lo + offset + vals.shape[0]] for offset, (lo, vals) in self.bands.items()]
+        if len(shape) == 2 and shape == (rows, 1):
+            row = factor.reshape(-1)
+            return [row[lo : lo + vals.shape[0]] for lo, vals in self.bands.values()]
+        return None
+
+    def _scaled(self, factor: Any, reciprocal: bool = False) -> Optional["BandedCotangent"]:
+        """Multiply (or divide) by something that broadcasts without widening the batch, else ``None``.
+
+        The zeros outside the bands stay zeros only while every factor is finite
+        (and non-zero, for a division): ``0 * inf`` and ``0 / 0`` are NaN in the
+        dense array, so such a factor takes the dense path and gives its numbers.
+        """
+        pieces = self._per_band(factor)
+        if pieces is None:
+            return None
+        if not _finite(factor) or (reciprocal and not np.all(factor != 0)):
             return None
         bands: Bands = {}
-        for offset, (lo, vals) in self.bands.items():
-            n = vals.shape[0]
-            if column is not None:
-                f = column[lo + offset : lo + offset + n]
-            elif row is not None:
-                f = row[lo : lo + n]
-            else:
-                f = scalar
-            bands[offset] = (lo, vals / f if reciprocal else np.where(f, vals, 0) if select else vals * f)
+        for (offset, (lo, vals)), f in zip(self.bands.items(), pieces):
+            bands[offset] = (lo, vals / f if reciprocal else vals * f)
         if bands:
             dtype = next(iter(bands.values()))[1].dtype
         else:
             dtype = np.result_type(self.dtype, factor)
+        return BandedCotangent(self.shape, bands, dtype)
+
+    def _selected(self, condition: np.ndarray, keep: bool, zero: Any) -> Optional["BandedCotangent"]:
+        """``np.where(condition, self, zero)`` (``keep``) or ``np.where(condition, zero, self)``.
+
+        A selection, not a product with the mask: an ``inf`` or ``nan`` on a band
+        where the other branch is chosen becomes 0, exactly as in the dense array.
+        """
+        pieces = self._per_band(condition)
+        if pieces is None:
+            return None
+        dtype = np.result_type(self.dtype, zero)  # as np.where would promote
+        bands: Bands = {}
+        for (offset, (lo, vals)), c in zip(self.bands.items(), pieces):
+            bands[offset] = (lo, np.where(c if keep else ~c, vals, zero).astype(dtype, copy=False))
         return BandedCotangent(self.shape, bands, dtype)
 
     def _merged(self, other: "BandedCotangent", sign: float) -> Any:
@@ -265,6 +289,8 @@ class BandedCotangent(NDArrayOperatorsMixin):
         """``self @ m`` for a plain 2-D ``m``: a scaled gather of ``m``'s rows per diagonal."""
         if type(m) is not np.ndarray or m.ndim != 2 or m.shape[0] != self.shape[1]:
             return None
+        if not _finite(m):
+            return None  # the dense product's 0 * inf terms are NaN: let it compute them
         rows = self.shape[0]
         dtype = np.result_type(self.dtype, m.dtype)
         if len(self.bands) == 1:
@@ -295,6 +321,13 @@ class BandedCotangent(NDArrayOperatorsMixin):
             if out is not None:
                 return out
         return func(*plain(args), **plain(kwargs))
+
+
+def _finite(value: Any) -> bool:
+    """Whether every entry of a scalar or array is finite (NaN and inf are not)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return bool(np.isfinite(value).all())
 
 
 def _other(a: Any, b: Any) -> Tuple[BandedCotangent, Any, bool]:
@@ -359,19 +392,14 @@ def _is_zero(value: Any) -> bool:
 
 
 def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
-    """``np.where(mask, g, 0)`` / ``np.where(mask, 0, g)``: a 0/1 scaling of the diagonals."""
+    """``np.where(mask, g, 0)`` / ``np.where(mask, 0, g)``: a selection on the diagonals."""
     if type(condition) is not np.ndarray or condition.dtype != bool:
         return None
     if type(x) is BandedCotangent and _is_zero(y):
-        out, zero = x._scaled(condition, select=True), y
-    elif type(y) is BandedCotangent and _is_zero(x):
-        out, zero = y._scaled(~condition, select=True), x
-    else:
-        return None
-    if out is None:
-        return None
-    dtype = np.result_type(out.dtype, zero)  # as np.where would promote
-    return out if dtype == out.dtype else out.astype(dtype)
+        return x._selected(condition, True, y)
+    if type(y) is BandedCotangent and _is_zero(x):
+        return y._selected(condition, False, x)
+    return None
 
 
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:

@@ -21,7 +21,6 @@ import functools
 from typing import Any, Callable
 
 from .dispatch import primitive
-from .banded import plain
 from .registry import CONSTANT_ARG, defvjp
 from .tracer import Tracer
 from .tree import flatten, unflatten
@@ -61,7 +60,7 @@ def _recompute_vjp(g: tuple, ans: tuple, leaves: list, call: _Call) -> list:
         return _run(full, call)
 
     _, pullback = vjp(on_traced, *[leaves[i] for i in traced])
-    cts = pullback(plain(tuple(g)))  # the pullback's own sweep starts from plain arrays
+    cts = pullback(tuple(g))
     out = [None] * len(leaves)
     for i, c in zip(traced, cts):
         out[i] = c

@@ -15,31 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from .banded import plain
 from .dispatch import _has_tracer, call_rule
-from .registry import CONSTANT_ARG, RULES, defcomposite, defconstant
-from .registry import defvjp as _register_vjps
+from .registry import DISPATCHED, RULES, defcomposite, defconstant, defvjp
 
 __all__ = ["custom_vjp", "CustomVJPFunction", "defvjp"]
-
-
-def _given_plain_cotangents(vjp: Any) -> Any:
-    """Wrap a user's VJP so that it never sees a structured (banded) batch of cotangents."""
-    if vjp is None or vjp is CONSTANT_ARG:
-        return vjp
-
-    @functools.wraps(vjp)
-    def with_plain_cotangent(g: Any, *rest: Any, **kwargs: Any) -> Any:
-        return vjp(plain(g, fresh=True), *rest, **kwargs)
-
-    return with_plain_cotangent
-
-
-@functools.wraps(_register_vjps)
-def defvjp(fun: Any, *vjps: Optional[Callable[..., Any]], **options: Any) -> Any:
-    # The public entry point: user rules receive ndarrays (or tracers), as documented;
-    # the banded batches of :mod:`tapegrad.banded` stay inside tapegrad's own rules.
-    return _register_vjps(fun, *(_given_plain_cotangents(v) for v in vjps), **options)
 
 
 class CustomVJPFunction:
@@ -54,6 +33,7 @@ class CustomVJPFunction:
 
     def __init__(self, fun: Callable[..., Any]) -> None:
         functools.update_wrapper(self, fun)
+        setattr(self, DISPATCHED, True)  # its calls consult the registry
         self._fun = fun
         # Default rule: differentiate through the body, as an undecorated function.
         defcomposite(self, fun)

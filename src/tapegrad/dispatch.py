@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
-from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, PRIMITIVE, RULES, Rule, function_name
+from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, Rule, function_name
 from .tape import Node, Pruned
 from .tracer import Tracer, link_opaque_views
 
@@ -496,4 +496,5 @@ def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__module__ = getattr(fun, "__module__", "tapegrad")
     wrapper.__doc__ = getattr(fun, "__doc__", None)
     wrapper.__wrapped__ = fun
+    setattr(wrapper, DISPATCHED, True)
     return wrapper

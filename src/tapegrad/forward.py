@@ -28,8 +28,8 @@ from typing import Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
 
-from .api import _normalize_argnums, grad, vjp
-from .banded import BandedCotangent
+from .api import _normalize_argnums, grad, jacobian, vjp
+from .backward import basis_rows
 from .requests import leading_batch
 from .tracer import Tracer
 from .tree import flatten, unflatten
@@ -109,6 +109,19 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     tangents, _ = _tangent_leaves(primals, tangents)
     result = vjp(fun, *primals, has_aux=has_aux)
     out, pullback = result[0], result[1]
+    tangent_out, _ = _push_forward(out, pullback, tangents)
+    if has_aux:
+        return out, tangent_out, result[2]
+    return out, tangent_out
+
+
+def _push_forward(out: Any, pullback: Callable, tangents: Any) -> tuple:
+    """``J u`` for each tangent ``u``: the VJP of the (linear) pullback, evaluated at ``u``.
+
+    Also returns the pullback of a zero cotangent, which the transpose trick
+    computes anyway: it is zero unless the reverse sweep meets an infinite partial
+    derivative (``0 * inf``), and then holds NaN.
+    """
     out_leaves, out_structure = flatten(out)
     placeholders = [np.zeros(np.shape(y), dtype=np.result_type(y)) for y in out_leaves]
 
@@ -116,11 +129,13 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         return pullback(unflatten(out_structure, list(cotangent_leaves)))
 
     # The pullback is linear in its cotangent: the VJP of that map is J u.
-    _, transpose = vjp(pulled_back, *placeholders)
-    tangent_out = unflatten(out_structure, list(transpose(tangents)))
-    if has_aux:
-        return out, tangent_out, result[2]
-    return out, tangent_out
+    at_zero, transpose = vjp(pulled_back, *placeholders)
+    return unflatten(out_structure, list(transpose(tangents))), at_zero
+
+
+def _all_finite(tree: Any) -> bool:
+    leaves, _ = flatten(tree)
+    return all(bool(np.isfinite(leaf).all()) for leaf in leaves if leaf is not None and type(leaf) is not Tracer)
 
 
 def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
@@ -167,13 +182,12 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
         tangents, offset = [], 0
         for x, n in zip(leaves, sizes):
             # Leaf x takes basis vectors offset .. offset + n of one shared batch.
-            if type(x) is np.ndarray and x.ndim == 1 and n:
-                # Row offset + i is e_i: one diagonal (the sweep keeps it banded while it can).
-                tangents.append(BandedCotangent.eye(total, n, -offset, np.result_type(x)))
-            else:
-                t = np.zeros((total, n), dtype=np.result_type(x))
-                t[offset : offset + n] = np.eye(n, dtype=t.dtype)
-                tangents.append(t.reshape((total,) + np.shape(x)))
+            # Row offset + i is e_i (for a plain 1-D x, one diagonal the sweep keeps banded).
+            plain_1d = type(x) is np.ndarray and x.ndim == 1
+            if n:
+                tangents.append(basis_rows(total, n, -offset, np.shape(x), np.result_type(x), structured=plain_1d))
+            else:  # an integer or boolean leaf: no tangent
+                tangents.append(np.zeros((total,) + np.shape(x), dtype=np.result_type(x)))
             offset += n
 
         def partial(*dynamic: Any) -> Any:
@@ -182,7 +196,15 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
                 full[a] = value
             return fun(*full, **kwargs)
 
-        result = jvp(partial, primals, unflatten(structure, tangents), has_aux=has_aux)
+        traced = vjp(partial, *primals, has_aux=has_aux)
+        out, pullback = traced[0], traced[1]
+        pushed, at_zero = _push_forward(out, pullback, tuple(unflatten(structure, tangents)))
+        if not (_all_finite(pushed) and _all_finite(at_zero)):
+            # An infinite partial derivative somewhere: forward and reverse sweeps meet
+            # it in opposite orders, so 0 * inf lands on different entries.  Every way
+            # of asking gives the numbers of stacked single VJPs: take reverse mode.
+            return jacobian(fun, argnums, has_aux)(*args, **kwargs)
+        result = (out, pushed) + tuple(traced[2:])
         t_leaves, out_structure = flatten(result[1])
         y_leaves, _ = flatten(result[0])
         per_output = [_split_jacobian(t, y, leaves, sizes, structure, single) for t, y in zip(t_leaves, y_leaves)]

@@ -83,12 +83,16 @@ class Rule:
     needs: Optional[tuple] = None
     #: A constant whose output, on a traced first argument, stays a (constant) tracer.
     traced_constant: bool = False
+    #: The VJPs accept the backward sweep's structured batches of cotangents
+    #: (:class:`tapegrad.banded.BandedCotangent`), an internal optimisation that
+    #: tapegrad's own element-wise, slicing and summing rules opt into.  Every other
+    #: rule (and every user rule) receives plain arrays.
+    banded: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.simple = self.kind == PRIMITIVE and all(callable(v) for v in self.vjps)
-    tags: set = field(default_factory=set)
 
 
 RULES: dict = {}
@@ -123,6 +127,35 @@ def _ufunc_name(ufunc: np.ufunc) -> str:
     return f"{module}.{name}" if module else name
 
 
+#: Set on callables whose calls with tracers consult the registry (tapegrad's
+#: ``dispatch.primitive`` wrappers, ``custom_vjp`` functions).
+DISPATCHED = "__tapegrad_dispatched__"
+
+
+def _check_reachable(fun: Any) -> None:
+    """Refuse a key that calls on tracers can never reach: its rule would silently go unused.
+
+    NumPy hands tapegrad the calls of ufuncs (and their methods) and of NEP 18
+    array functions; tapegrad's own wrappers consult the registry themselves.
+    A plain Python function runs its body on the tracers instead.
+    """
+    if isinstance(fun, tuple):
+        if len(fun) == 2 and isinstance(fun[0], np.ufunc) and isinstance(fun[1], str):
+            return
+    elif isinstance(fun, np.ufunc) or hasattr(fun, "_implementation") or getattr(fun, DISPATCHED, False):
+        return
+    elif str(getattr(fun, "__module__", None)).split(".")[0] == "numpy":
+        return  # NumPy's C-level functions (np.asarray(..., like=x), np.concatenate) dispatch too
+    name = getattr(fun, "__qualname__", None) or repr(fun)
+    raise TypeError(
+        f"cannot register a rule for {name}: NumPy never hands calls of a plain Python function "
+        "to tapegrad, so the rule would silently never be used. Decorate the function with "
+        "@tapegrad.custom_vjp and give its rule with f.defvjp(...) (or wrap an existing one: "
+        "f = tapegrad.custom_vjp(f)). Rules can be registered for ufuncs, (ufunc, method) "
+        "pairs and NumPy array functions (NEP 18)."
+    )
+
+
 def _call_of(key: Any) -> Callable[..., Any]:
     if isinstance(key, tuple):
         ufunc, method = key
@@ -137,6 +170,7 @@ def defvjp(
     pass_kwargs: bool = True,
     remember: bool = False,
     needs: Optional[tuple] = None,
+    banded: bool = False,
 ) -> Any:
     """Register the vector-Jacobian products of a function, one per positional argument.
 
@@ -165,6 +199,10 @@ def defvjp(
         ``needs[i]``: the argument positions VJP ``i`` reads (``-1`` for the
         output).  Large arrays no recorded VJP reads are not kept on the tape,
         which lowers the peak memory of a gradient.  Leave it out to keep all.
+    banded : bool, default False
+        Internal to tapegrad's own rules: the VJPs may receive the sweep's
+        structured (banded) batches of cotangents.  Without it a rule always
+        receives plain arrays (or tracers, at higher order).
 
     Returns
     -------
@@ -176,7 +214,16 @@ def defvjp(
     >>> import numpy as np
     >>> from tapegrad.registry import defvjp
     >>> _ = defvjp(np.cbrt, lambda g, ans, x: g / (3 * ans ** 2))
+
+    A plain Python function is refused (use :func:`tapegrad.custom_vjp`): NumPy
+    never hands its calls to tapegrad.
+
+    Raises
+    ------
+    TypeError
+        ``fun`` is not something whose calls on tracers reach the registry.
     """
+    _check_reachable(fun)
     RULES[fun] = Rule(
         fun,
         PRIMITIVE,
@@ -187,6 +234,7 @@ def defvjp(
         remember=remember,
         pass_kwargs=pass_kwargs,
         needs=needs,
+        banded=banded,
     )
     return fun
 
@@ -197,6 +245,7 @@ def defcomposite(fun: Any, impl: Callable[..., Any], note: str = "") -> Any:
     ``impl`` receives the call's arguments (tracers included) and must compute
     the same result using NumPy calls that tapegrad can differentiate.
     """
+    _check_reachable(fun)
     RULES[fun] = Rule(fun, COMPOSITE, _call_of(fun), impl=impl, name=function_name(fun), note=note)
     return fun
 
@@ -210,14 +259,10 @@ def defconstant(*funs: Any, note: str = "", traced: bool = False) -> None:
     records those writes.
     """
     for fun in funs:
+        _check_reachable(fun)
         RULES[fun] = Rule(fun, CONSTANT, _call_of(fun), name=function_name(fun), note=note, traced_constant=traced)
 
 
 def lookup(key: Any) -> Optional[Rule]:
     """Return the rule registered for ``key`` or ``None``."""
     return RULES.get(key)
-
-
-def registered(kind: Optional[str] = None) -> Sequence[Rule]:
-    """Every registered rule, optionally only those of one kind."""
-    return [r for r in RULES.values() if kind is None or r.kind == kind]

@@ -11,8 +11,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from .backward import backward
-from .banded import BandedCotangent
+from .backward import backward, basis_rows, seed_for
 from .errors import TapeError
 from .tape import Tape
 from .tracer import Tracer
@@ -160,8 +159,7 @@ def vjp_request(
     for y, seed in zip(ys, seeds):
         t = resolve(y, tape)
         if t is not None:
-            if type(seed) is BandedCotangent and not _takes_banded(t):
-                seed = seed.dense()
+            seed = seed_for(seed, t._value)
             roots.append((t._node, t._out))
             live_seeds.append(seed)
     sources = _source_nodes(tape, xs)
@@ -201,36 +199,6 @@ def gradient_request(
     return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected, release)
 
 
-def _basis_chunk(size: int, start: int, stop: int, shape: tuple, dtype: Any) -> np.ndarray:
-    """Rows ``start:stop`` of the identity of order ``size``, each row shaped like the output."""
-    seed = np.zeros((stop - start, size), dtype=dtype)
-    # Element (r, start + r) sits at flat position start + r * (size + 1): one strided write.
-    seed.reshape(-1)[start :: size + 1] = 1
-    return seed.reshape((stop - start,) + shape)
-
-
-def _takes_banded(t: Tracer) -> bool:
-    """Whether a sweep from ``t`` may start from a banded batch of cotangents.
-
-    ``t`` must be 1-D and its value plain: a value that is a tracer of an outer
-    tape means the sweep itself is being recorded, and recorded calls must see
-    ndarrays.
-    """
-    return len(t.shape) == 1 and type(t._value) is np.ndarray and t.dtype.kind in "fc"
-
-
-def _jacobian_seed(t: Tracer, size: int, start: int, stop: int) -> Any:
-    """The basis cotangents for outputs ``start:stop``: banded when the sweep can keep them so.
-
-    A 1-D output whose tape holds plain values starts from a
-    :class:`~tapegrad.banded.BandedCotangent`; rules that do not keep the
-    structure see the dense rows.
-    """
-    if _takes_banded(t):
-        return BandedCotangent.eye(stop - start, size, start, t.dtype)
-    return _basis_chunk(size, start, stop, t.shape, t.dtype)
-
-
 def jacobian_request(
     tape: Tape,
     y: Any,
@@ -259,7 +227,7 @@ def jacobian_request(
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        seed = _jacobian_seed(t, size, start, stop)
+        seed = seed_for(basis_rows(stop - start, size, start, yshape, t.dtype), t._value)
         found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.
@@ -309,7 +277,7 @@ def batch_jacobian_request(
     pieces = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        basis = _basis_chunk(size, start, stop, row_shape, t.dtype)
+        basis = basis_rows(stop - start, size, start, row_shape, t.dtype, structured=False)
         seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
         found = backward(tape, [(t._node, t._out)], [seed], [sources[0]._node], (stop - start,))
         (piece,) = _finish([x], sources, found, (stop - start,), "zero")

@@ -30,7 +30,9 @@ def as_source_value(value: Any) -> Optional[tuple]:
         return None
     if type(value) is Tracer:
         return value, value.dtype.kind in "fc"
-    if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+    if isinstance(value, (float, complex)):
+        value = np.asarray(value)[()]  # a NumPy scalar: immutable, like the Python number
+    elif not hasattr(value, "dtype") or not hasattr(value, "shape"):
         value = np.asarray(value)
     if value.dtype.kind == "O":
         raise TypeError("tapegrad cannot differentiate object arrays: convert to a float dtype first")
@@ -54,7 +56,7 @@ class Tracer:
     ndarray under NumPy functions, ufuncs, operators and indexing.
     """
 
-    __slots__ = ("_value", "_node", "_tape", "_out", "_viewof", "_views", "__weakref__")
+    __slots__ = ("_value", "_node", "_tape", "_out", "_viewof", "_views", "_array", "__weakref__")
     # Make ndarray's binary operators defer to us even on older NumPy paths.
     __array_priority__ = 1000.0
 
@@ -364,28 +366,28 @@ class Tracer:
     # In-place operators update this tracer object, so other names bound to it
     # see the change exactly as they would with an ndarray.
     def __iadd__(self, other: Any) -> "Tracer":
-        return _write(self, self + other, writer=None)
+        return _write_inplace(self, self + other)
 
     def __isub__(self, other: Any) -> "Tracer":
-        return _write(self, self - other, writer=None)
+        return _write_inplace(self, self - other)
 
     def __imul__(self, other: Any) -> "Tracer":
-        return _write(self, self * other, writer=None)
+        return _write_inplace(self, self * other)
 
     def __itruediv__(self, other: Any) -> "Tracer":
-        return _write(self, self / other, writer=None)
+        return _write_inplace(self, self / other)
 
     def __ipow__(self, other: Any) -> "Tracer":
-        return _write(self, self**other, writer=None)
+        return _write_inplace(self, self**other)
 
     def __imatmul__(self, other: Any) -> "Tracer":
-        return _write(self, self @ other, writer=None)
+        return _write_inplace(self, self @ other)
 
     def __ifloordiv__(self, other: Any) -> "Tracer":
-        return _write(self, self // other, writer=None)
+        return _write_inplace(self, self // other)
 
     def __imod__(self, other: Any) -> "Tracer":
-        return _write(self, self % other, writer=None)
+        return _write_inplace(self, self % other)
 
 
 # ---------------------------------------------------------------------- views
@@ -434,6 +436,19 @@ def _positions(shape: tuple, index: Any) -> np.ndarray:
     return np.arange(size).reshape(shape)[index].ravel()
 
 
+def _write_inplace(target: Tracer, new: Any) -> Any:
+    """``target op= value``: a write into an array, a rebinding for a scalar.
+
+    NumPy scalars (and Python numbers) are immutable: ``y += 1`` binds ``y`` to a
+    new value and leaves other names (a caller's argument) alone.  A tracer of a
+    scalar does the same, so a helper that updates its argument in place changes
+    the caller's value exactly when NumPy would.
+    """
+    if not (isinstance(strip(target), np.ndarray) or getattr(target, "_array", False)):
+        return new
+    return _write(target, new, writer=None)
+
+
 def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellipsis) -> Tracer:
     """Make ``target`` (a tracer object) hold ``new`` from now on, as an in-place write.
 
@@ -466,6 +481,10 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
             "too, which tapegrad cannot replay. Copy first (y = x.reshape(...).copy()) or "
             "write out of place."
         )
+    if isinstance(strip(target), np.ndarray):
+        # A 0-d array written in place stays an array (NumPy returns a scalar for the
+        # arithmetic that computed the new value): later in-place updates must write too.
+        target._array = True
     target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
     if viewof is not None:
         base = viewof[0]()

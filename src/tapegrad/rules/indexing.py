@@ -86,8 +86,9 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
 
 take_index = primitive(_take_index)
 untake = primitive(_untake)
-defvjp(take_index, lambda g, ans, a, index, shape: untake(g, index, shape), CONSTANT_ARG, CONSTANT_ARG)
-defvjp(untake, lambda g, ans, x, index, shape: take_index(g, index, shape), CONSTANT_ARG, CONSTANT_ARG)
+# Slices of a banded batch shift its diagonals: these rules keep it banded (Rule.banded).
+defvjp(take_index, lambda g, ans, a, index, shape: untake(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True)
+defvjp(untake, lambda g, ans, x, index, shape: take_index(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True)
 
 
 def _getitem(x: Any, index: Any) -> Any:
@@ -100,6 +101,7 @@ defvjp(
     lambda g, ans, x, index: untake(g, _as_tuple(index), np.shape(x)),
     CONSTANT_ARG,
     needs=((1,), ()),  # the index, and only the shape of x
+    banded=True,
 )
 
 
@@ -228,4 +230,5 @@ defvjp(
     CONSTANT_ARG,
     lambda g, ans, cond, x, y: np.where(cond, g, 0),
     lambda g, ans, cond, x, y: np.where(cond, 0, g),
+    banded=True,
 )

@@ -50,7 +50,9 @@ def defufunc(ufunc, *vjps, note="", remember=False, needs=None):
     derivative (the driver casts the cotangent); ``out=`` and ``where=`` are
     rejected by the dispatcher before a rule runs.
     """
-    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs)
+    # Element-wise derivatives scale the cotangent (or select from it): they keep the
+    # sweep's banded batches banded, so they opt in (see Rule.banded).
+    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True)
 
 
 def _is_const_scalar(v: object) -> bool:
