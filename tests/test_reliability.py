@@ -34,8 +34,16 @@ def test_unsupported_function_names_itself_and_the_remedy(monkeypatch):
 
 @pytest.mark.parametrize(
     "drop",
-    [np.asarray, np.array, lambda x: float(x[0]), lambda x: int(x[0]), lambda x: x.item(0), lambda x: x.tolist()],
-    ids=["asarray", "array", "float", "int", "item", "tolist"],
+    [
+        np.asarray,
+        np.array,
+        lambda x: float(x[0]),
+        lambda x: np.float64(x[0]),
+        lambda x: range(3)[x[0]],
+        lambda x: x.item(0),
+        lambda x: x.tolist(),
+    ],
+    ids=["asarray", "array", "float", "float64", "index", "item", "tolist"],
 )
 def test_conversions_that_would_drop_the_gradient_raise(drop):
     with pytest.raises(GradientDroppedError, match="drop its gradient"):

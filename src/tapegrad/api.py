@@ -16,7 +16,7 @@ import numpy as np
 
 from .backward import as_seed
 from .dispatch import strip
-from .errors import TapeError
+from .errors import TapeError, element_store_error
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -75,7 +75,13 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         # taken with respect to the value passed in, so keep a handle on that one.
         sources.append((structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
-    out = fun(*args, **kwargs)
+    try:
+        out = fun(*args, **kwargs)
+    except ValueError as exc:
+        dropped = element_store_error(exc)
+        if dropped is None:
+            raise
+        raise dropped.with_traceback(exc.__traceback__) from None
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -120,18 +126,68 @@ def _require_scalar(out: Any, name: str) -> None:
         )
 
 
-def value_and_grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def _dtype_of(value: Any) -> np.dtype:
+    return value.dtype if type(value) is Tracer else np.asarray(value).dtype
+
+
+def _require_differentiable_output(out: Any, holomorphic: bool) -> None:
+    """Refuse outputs whose "gradient" would be a silent guess (complex, boolean, integer)."""
+    dtype = _dtype_of(out)
+    if holomorphic:
+        if dtype.kind != "c":
+            raise TypeError(
+                f"grad(..., holomorphic=True) needs a complex output, but the function returned dtype "
+                f"{dtype}. For a real output leave holomorphic out."
+            )
+        return
+    if dtype.kind == "c":
+        raise TypeError(
+            f"grad needs a real output, but the function returned a complex value (dtype {dtype}): "
+            "a complex output has no gradient, and tapegrad will not silently differentiate its real "
+            "part. Differentiate a real function of it (np.real(out), np.abs(out) ** 2), or pass "
+            "holomorphic=True (with complex inputs) for the complex derivative f'(z) of a "
+            "holomorphic function."
+        )
+    if dtype.kind in "biu":
+        raise TypeError(
+            f"grad needs a floating-point output, but the function returned dtype {dtype}. A boolean "
+            "or integer output is piecewise constant: its derivative is zero wherever it exists, "
+            "which tapegrad will not return in place of the derivative you probably meant. Return a "
+            "floating-point value that depends smoothly on the input; if zero is really what you "
+            "want, return a float (1.0 * out) or use tapegrad.stop_gradient."
+        )
+    if dtype.kind != "f":
+        raise TypeError(f"grad needs a floating-point output, but the function returned dtype {dtype}")
+
+
+def _require_complex_inputs(sources: list) -> None:
+    for structure, leaves in sources:
+        for leaf in leaves:
+            dtype = _dtype_of(leaf)
+            if dtype.kind != "c":
+                raise TypeError(
+                    f"grad(..., holomorphic=True) needs complex inputs, but a differentiated argument "
+                    f"has dtype {dtype}: pass it as complex (x.astype(complex) or x + 0j)."
+                )
+
+
+def value_and_grad(
+    fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable:
     """Return a function computing ``fun``'s value and its gradient.
 
     Parameters
     ----------
     fun : callable
-        Ordinary NumPy code returning a scalar (an array of size 1).
+        Ordinary NumPy code returning a real scalar (an array of size 1).
     argnums : int or sequence of int, default 0
         Which positional arguments to differentiate.  Arguments may be nested
         lists/tuples/dicts of arrays; gradients keep their structure.
     has_aux : bool, default False
         ``fun`` returns ``(value, aux)``; ``aux`` is passed through undifferentiated.
+    holomorphic : bool, default False
+        ``fun`` is a holomorphic function of complex inputs with a complex
+        output: return the complex derivative ``f'(z)`` (see :func:`grad`).
 
     Returns
     -------
@@ -139,12 +195,21 @@ def value_and_grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -
         ``(*args, **kwargs) -> (value, grads)`` or ``((value, aux), grads)``.
         ``grads`` is one array shaped like the argument, or a tuple when
         ``argnums`` is a sequence.  Integer and boolean arguments get zeros.
+
+    Raises
+    ------
+    TypeError
+        When the output is not a scalar, is complex (unless ``holomorphic``),
+        or is boolean or integer (see :func:`grad`).
     """
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
         _require_scalar(out, "grad")
+        _require_differentiable_output(out, holomorphic)
+        if holomorphic:
+            _require_complex_inputs(sources)
         flat = _flat_sources(sources)
         results = gradient_request(tape, [out], flat, None, (), "zero", release=True)
         results = fresh_results(results)
@@ -157,22 +222,48 @@ def value_and_grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -
     return wrapper
 
 
-def grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
-    """Return a function computing the gradient of scalar-valued ``fun``.
+def grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """Return a function computing the gradient of real scalar-valued ``fun``.
 
     Parameters
     ----------
     fun : callable
-        Ordinary NumPy code returning a scalar.
+        Ordinary NumPy code returning a real scalar.
     argnums : int or sequence of int, default 0
         Positional argument(s) to differentiate with respect to.
     has_aux : bool, default False
         ``fun`` returns ``(value, aux)``; the gradient function then returns ``(grads, aux)``.
+    holomorphic : bool, default False
+        ``fun`` is holomorphic, with complex inputs and a complex output: return
+        its complex derivative ``f'(z)``.
 
     Returns
     -------
     callable
         Same arguments as ``fun``; returns plain ndarrays shaped like the arguments.
+
+    Raises
+    ------
+    TypeError
+        When the output is complex and ``holomorphic`` is not set (take
+        ``np.real`` or ``np.abs(.)**2`` of it first), when the output is boolean
+        or integer (piecewise constant: its derivative is zero wherever it
+        exists), or when ``holomorphic=True`` meets a real input or output.
+
+    Notes
+    -----
+    *Complex inputs, real output.*  For complex ``z = x + iy`` the gradient is
+    ``df/dx - i df/dy``, the cotangent ``c`` with ``df = Re(c * dz)`` (the
+    convention of JAX; PyTorch and autograd return its conjugate, the direction of
+    steepest ascent).  ``grad(lambda z: np.abs(z) ** 2)(1 + 2j)`` is ``2 - 4j``:
+    step against ``np.conj`` of it to descend.
+
+    *Holomorphic functions.*  With ``holomorphic=True`` the output is seeded
+    with 1, which gives ``c`` with ``Re(dw) = Re(c * dz)`` for ``w = f(z)``: that
+    is ``f'(z)`` when ``f`` is holomorphic.  tapegrad does not check
+    holomorphy; for a non-holomorphic ``f`` the result is
+    ``df/dz + conj(df/dconj(z))`` (Wirtinger derivatives), the gradient of
+    ``Re(f)``, which is no complex derivative (``f(z) = conj(z)`` gives 1).
 
     Examples
     --------
@@ -181,8 +272,10 @@ def grad(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     array(6.)
     >>> tg.grad(lambda x, w: np.sum(np.tanh(w * x)), argnums=(0, 1))(np.ones(2), 0.5)[1]
     array(1.57289547)
+    >>> tg.grad(lambda z: z ** 2, holomorphic=True)(1 + 2j)
+    array(2.+4.j)
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -216,9 +216,10 @@ class _Survey:
         self.covered: set = set()  # tape nodes created inside a surveyed call
 
     def note_call(self, key: Any) -> Any:
-        from .registry import function_name, lookup
+        from .dispatch import find_rule
+        from .registry import function_name
 
-        rule = lookup(key)
+        rule = find_rule(key)  # the lookup tracing itself uses (SciPy rules load on first use)
         name = function_name(key)
         if self.depth == 0:
             rec = self.calls.get(name)
@@ -229,6 +230,21 @@ class _Survey:
         elif rule is None:  # inside a composite: still a reason the gradient fails
             self.calls.setdefault(name, CallRecord(name, "unsupported", 1, "called by a composite rule"))
         return rule
+
+    def __call__(self, key: Any, args: tuple, kwargs: dict, proceed: Callable[[], Any]) -> Any:
+        """The call observer (see :func:`tapegrad.dispatch.observing_calls`).
+
+        Unsupported calls are evaluated on the raw values (as constants) so the
+        survey can go on and list all of them.
+        """
+        from .dispatch import strip_all
+
+        rule = self.note_call(key)
+        if rule is None:
+            fun = getattr(key[0], key[1]) if isinstance(key, tuple) else key
+            return fun(*strip_all(args), **strip_all(kwargs))
+        with self.enter(rule):
+            return proceed()
 
     @contextlib.contextmanager
     def enter(self, rule: Any) -> Iterator[None]:
@@ -263,40 +279,17 @@ class _Survey:
 
 @contextlib.contextmanager
 def _surveying(tape: Any) -> Iterator[_Survey]:
-    """Temporarily route the Tracer's NumPy protocols through a :class:`_Survey`.
+    """Observe the NumPy calls that reach tracers in this thread while tracing on ``tape``.
 
-    Only the class attributes are swapped (and always restored); tapegrad's
-    dispatch code is untouched.  Unsupported calls are evaluated on the raw
-    values (as constants) so the survey can go on and list all of them.
+    Nothing global changes: the observer is per thread (see
+    :func:`tapegrad.dispatch.observing_calls`), so other threads keep tracing
+    (and raising on unsupported calls) as usual.
     """
-    from .dispatch import strip_all
-    from .tracer import Tracer
+    from .dispatch import observing_calls
 
     survey = _Survey(tape)
-    original_ufunc = Tracer.__dict__["__array_ufunc__"]
-    original_function = Tracer.__dict__["__array_function__"]
-
-    def array_ufunc(self: Any, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        rule = survey.note_call(ufunc if method == "__call__" else (ufunc, method))
-        if rule is None:
-            return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
-        with survey.enter(rule):
-            return original_ufunc(self, ufunc, method, *inputs, **kwargs)
-
-    def array_function(self: Any, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        rule = survey.note_call(func)
-        if rule is None:
-            return func(*strip_all(args), **strip_all(kwargs))
-        with survey.enter(rule):
-            return original_function(self, func, types, args, kwargs)
-
-    Tracer.__array_ufunc__ = array_ufunc
-    Tracer.__array_function__ = array_function
-    try:
+    with observing_calls(survey):
         yield survey
-    finally:
-        Tracer.__array_ufunc__ = original_ufunc
-        Tracer.__array_function__ = original_function
 
 
 def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> tuple:
@@ -314,6 +307,9 @@ def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> 
             try:
                 out = fun(*args)
             except Exception as exc:  # any failure is the answer: report it
+                from .errors import element_store_error
+
+                exc = element_store_error(exc) or exc
                 error = f"{type(exc).__name__}: {exc}"
     return survey.finish(), tape, out, [args[k] for k in argnums], error
 

@@ -7,6 +7,8 @@ implementation, or :func:`call_constant`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -17,7 +19,17 @@ from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, 
 from .tape import Node, Pruned
 from .tracer import ROUTES, Tracer, link_opaque_views, strip
 
-__all__ = ["record", "call_rule", "call_constant", "strip", "strip_all", "primitive", "dispatch_function"]
+__all__ = [
+    "record",
+    "call_rule",
+    "call_constant",
+    "strip",
+    "strip_all",
+    "primitive",
+    "dispatch_function",
+    "find_rule",
+    "observing_calls",
+]
 
 _SEQ = (list, tuple)
 
@@ -335,8 +347,42 @@ def call_rule(rule: Rule, args: tuple, kwargs: dict) -> Any:
     raise AssertionError(kind)
 
 
-def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
+#: The look-up tracing uses, which ``python -m tapegrad check`` shares: registered
+#: rules and those made on first use (SciPy's ufuncs, ufunc methods).
+find_rule = lookup
+
+
+# A per-thread observer of the NumPy calls that reach tracers (``tapegrad check``).
+# ``_observing`` counts the threads that have one, so the hot path reads one global.
+_THREAD = threading.local()
+_observing = 0
+_observing_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def observing_calls(observer: Callable[..., Any]) -> Any:
+    """Route this thread's ``__array_ufunc__`` / ``__array_function__`` calls through ``observer``.
+
+    ``observer(key, args, kwargs, proceed)`` returns the call's result;
+    ``proceed()`` is the normal dispatch of that call.  Other threads are not affected.
+    """
+    global _observing
+    previous = getattr(_THREAD, "observer", None)
+    _THREAD.observer = observer
+    with _observing_lock:
+        _observing += 1
+    try:
+        yield
+    finally:
+        _THREAD.observer = previous
+        with _observing_lock:
+            _observing -= 1
+
+
+def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True) -> Any:
     """The body of ``Tracer.__array_function__``."""
+    if _observing and observe and getattr(_THREAD, "observer", None) is not None:
+        return _THREAD.observer(func, args, kwargs, lambda: dispatch_function(func, args, kwargs, False))
     rule = RULES.get(func)
     if rule is None:
         raise UnsupportedFunctionError(function_name(func))
@@ -353,17 +399,18 @@ def _reject_out(name: str, kwargs: dict) -> None:
         )
 
 
-def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, observe: bool = True) -> Any:
     """The body of ``Tracer.__array_ufunc__``."""
+    if _observing and observe and getattr(_THREAD, "observer", None) is not None:
+        key = ufunc if method == "__call__" else (ufunc, method)
+        return _THREAD.observer(key, inputs, kwargs, lambda: dispatch_ufunc(ufunc, method, inputs, kwargs, False))
     if "out" in kwargs:
-        _reject_out(f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"), kwargs)
+        _reject_out(function_name(ufunc if method == "__call__" else (ufunc, method)), kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     key = ufunc if method == "__call__" else (ufunc, method)
-    rule = RULES.get(key)
+    rule = RULES.get(key) or lookup(key)
     if rule is None:
-        rule = lookup(key)  # rules made on first use (SciPy's ufuncs, ufunc methods)
-        if rule is None:
-            raise UnsupportedFunctionError(function_name(key))
+        raise UnsupportedFunctionError(function_name(key))
     if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
         n = len(inputs)
         if n == 2:
@@ -373,7 +420,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
         return record_elementwise(rule, inputs)
     if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
         raise GradientDroppedError(
-            f"numpy.{ufunc.__name__}(..., where=mask) without out= leaves the masked entries "
+            f"{function_name(ufunc)}(..., where=mask) without out= leaves the masked entries "
             "uninitialised; write np.where(mask, f(x), fallback) instead."
         )
     return call_rule(rule, inputs, kwargs)
@@ -386,12 +433,18 @@ def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
     registered rule may be a primitive, a composite or a constant.
     """
 
+    def traced(args: tuple, kwargs: dict) -> Any:
+        rule = RULES.get(wrapper)
+        if rule is None:  # wrapped, but no rule was ever registered for it
+            raise UnsupportedFunctionError(function_name(wrapper))
+        return call_rule(rule, args, kwargs)
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for a in args:
             if type(a) is Tracer or ((type(a) is list or type(a) is tuple) and _has_tracer(a)):
-                return call_rule(RULES[wrapper], args, kwargs)
+                return traced(args, kwargs)
         if kwargs and _has_tracer(kwargs):
-            return call_rule(RULES[wrapper], args, kwargs)
+            return traced(args, kwargs)
         return fun(*args, **kwargs)
 
     wrapper.__name__ = getattr(fun, "__name__", "primitive")

@@ -7,6 +7,8 @@ derivative.
 
 from __future__ import annotations
 
+from typing import Optional
+
 __all__ = [
     "TapegradError",
     "UnsupportedFunctionError",
@@ -46,3 +48,28 @@ class NonDifferentiableArgumentError(TapegradError, TypeError):
 
 class TapeError(TapegradError, RuntimeError):
     """A gradient was requested from a tape in a way the tape cannot answer."""
+
+
+def element_store_error(exc: BaseException) -> Optional[GradientDroppedError]:
+    """The tapegrad error to raise instead of ``exc`` when ``exc`` hides one, else ``None``.
+
+    ``plain[i] = x`` (and ``plain[i] += x``) with a traced ``x`` makes NumPy convert
+    ``x`` with ``float()``, which raises :class:`GradientDroppedError`; but NumPy
+    replaces any error of an object that supports indexing by
+    ``ValueError: setting an array element with a sequence``, keeping ours only
+    as the cause.  Entry points that run user code call this to put the
+    tapegrad error first.
+    """
+    if (
+        type(exc) is ValueError
+        and isinstance(exc.__cause__, GradientDroppedError)
+        and "array element with a sequence" in str(exc)
+    ):
+        return GradientDroppedError(
+            "storing a traced value into an element of a plain ndarray (out[i] = v or out[i] += v) "
+            "would silently drop its gradient. Preallocate a traced array instead, "
+            "out = np.zeros_like(x) (writes into it are recorded), or collect the pieces in a "
+            "list and np.stack them. If you really want a constant, store "
+            "tapegrad.stop_gradient(v)."
+        )
+    return None

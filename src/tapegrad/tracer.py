@@ -128,23 +128,36 @@ class Tracer:
         return ROUTES.function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if dtype is not None and np.dtype(dtype).kind in "iub":
+            # An integer or boolean cast (np.int64(x), np.asarray(x, dtype=int)) carries no
+            # gradient: it is x.astype(dtype), a constant.
+            return np.asarray(ROUTES.astype(self, dtype))
         raise _drop(
-            "np.asarray / np.array (or storing it into a plain ndarray)",
-            "Build arrays with np.stack / np.concatenate / np.where on the tracers, or copy "
-            "the tracer (y = x.copy()) and assign into it with y[i] = v.",
+            "np.asarray / np.array / np.float64(x) (or storing it into a plain ndarray)",
+            "Build arrays with np.stack / np.concatenate / np.where on the tracers, or preallocate "
+            "a traced array (y = np.zeros_like(x) or y = x.copy()) and assign into it with y[i] = v.",
         )
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
 
     def __float__(self) -> float:
-        raise _drop("float()", "Keep the value as an array: use x.reshape(()) or x[()] instead.")
+        raise _drop(
+            "float() (which NumPy also calls to store it into an element of a plain array: out[i] = x)",
+            "Keep the value as an array (x.reshape(()) or x[()]); to fill an array element by "
+            "element, preallocate a traced one (out = np.zeros_like(x)) or collect the pieces "
+            "and np.stack them.",
+        )
 
     def __int__(self) -> int:
-        raise _drop("int()", "Use np.floor(x) / np.round(x) (constants) if you need integers.")
+        # Truncation carries no gradient (as x.astype(int)): the value, a constant.
+        return int(strip(self))
 
     def __complex__(self) -> complex:
-        raise _drop("complex()", "Keep the value as an array.")
+        raise _drop(
+            "complex() (which NumPy also calls to store it into an element of a plain array)",
+            "Keep the value as an array; preallocate a traced one (out = np.zeros_like(x)) to fill.",
+        )
 
     def __index__(self) -> int:
         raise _drop("using a traced float as an index", "Index with integer arrays, which carry no gradient.")

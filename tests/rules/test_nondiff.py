@@ -17,7 +17,7 @@ def _inside(fun, x):
 
     def loss(t):
         seen.append(fun(t))
-        return np.sum(t * t)
+        return np.real(np.sum(t * t))  # real: grad refuses a complex output
 
     tg.grad(loss)(x)
     return seen[0]

@@ -83,16 +83,24 @@ def _abs2(d):
 
 
 def _variance(a, axis, dtype, ddof, keepdims, where, mean, nan_policy):
-    """Shared body of var/std/nanvar/nanstd: sum of squared deviations / (count - ddof)."""
+    """Shared body of var/std/nanvar/nanstd: sum of squared deviations / (count - ddof).
+
+    Returns the variance and a mask of the slices where it is identically zero
+    (see :func:`_std_from_var`).
+    """
     if nan_policy:
         nan = np.isnan(a)
         where = ~nan if where is _NoValue else ~nan & where
         a = np.where(nan, 0, a)
     masked = where is not _NoValue and where is not True
     kw = {"where": where} if masked else {}
-    if mean is _NoValue:
+    own_mean = mean is _NoValue
+    if own_mean:
         mean = np.mean(a, axis=axis, dtype=dtype, keepdims=True, **kw)
-    squares = np.sum(_abs2(a - mean), axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+    deviations = a - mean
+    if masked:  # entries outside the mask (NaN means of empty slices) reach neither value nor derivative
+        deviations = np.where(where, deviations, 0)
+    squares = np.sum(_abs2(deviations), axis=axis, dtype=dtype, keepdims=keepdims, **kw)
     shape = np.shape(a)
     if masked:
         count = np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=keepdims)
@@ -100,12 +108,35 @@ def _variance(a, axis, dtype, ddof, keepdims, where, mean, nan_policy):
         count = np.prod([shape[x] for x in negative_axes(axis, len(shape))], dtype=np.int64)
     dof = np.maximum(count - ddof, 0)
     empty = dof <= 0
+    # A slice of at most one entry has no spread about its own mean: its squared deviations
+    # are identically zero (as functions of the data), so var and std are constants there.
+    flat = (count <= 1) & ~empty & own_mean
     if np.any(empty):
         warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=4)
-        if nan_policy:  # nanvar answers NaN there; var divides by zero
-            return np.where(empty, np.nan, squares / np.where(empty, 1, dof).astype(_real_dtype(squares)))
+        # NumPy's answer there (nanvar: NaN; var divides by zero: inf, or NaN for 0/0) stays
+        # inf or NaN under any change of the data: a constant, with derivative 0.  Dividing
+        # the traced sum by 0 instead would send 0 * inf = NaN to every slice's entries.
+        real = _real_dtype(squares)
+        if nan_policy:
+            numpy_value = np.nan
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                numpy_value = strip(squares) / np.asarray(dof, dtype=real)
+        return np.where(empty, numpy_value, squares / np.where(empty, 1, dof).astype(real)), flat
     with np.errstate(divide="ignore", invalid="ignore"):
-        return squares / np.asarray(dof, dtype=_real_dtype(squares))
+        return squares / np.asarray(dof, dtype=_real_dtype(squares)), flat
+
+
+def _std_from_var(res, flat):
+    """``sqrt(res)``, except on slices where ``res`` is identically zero (``flat``).
+
+    There std is identically zero too, so every derivative is 0; ``sqrt``'s
+    derivative ``1 / (2 sqrt(0))`` times var's zero derivative would be NaN.
+    The value stays ``res`` (0, or NaN from NaN data).
+    """
+    if not np.any(flat):
+        return np.sqrt(res)
+    return np.where(flat, res, np.sqrt(np.where(flat, 1, res)))
 
 
 def _var_like(root, nan_policy):
@@ -115,8 +146,8 @@ def _var_like(root, nan_policy):
              mean=_NoValue, correction=_NoValue):
         no_out(name, out)
         keepdims = False if keepdims is _NoValue else keepdims
-        res = _variance(a, axis, dtype, _ddof(ddof, correction), keepdims, where, mean, nan_policy)
-        return np.sqrt(res) if root else res
+        res, flat = _variance(a, axis, dtype, _ddof(ddof, correction), keepdims, where, mean, nan_policy)
+        return _std_from_var(res, flat) if root else res
 
     return impl
 
