@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import constructors as _constructors
 from .banded import BandedCotangent
 from .dispatch import strip
 from .errors import TapeError
@@ -78,7 +79,8 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         watched = [tape.watch(leaf) for leaf in leaves]
         sources.append((structure, watched))
         args[a] = unflatten(structure, watched)
-    out = fun(*args, **kwargs)
+    with _constructors.recording():  # np.array / np.asarray of tracers: see tapegrad.constructors
+        out = fun(*args, **kwargs)
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):

@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Text
 
 import numpy as np
 
+from .dropped import translate
+
 __all__ = ["CallRecord", "CheckReport", "check_function", "load_function", "random_inputs", "load_inputs", "run"]
 
 EXIT_OK, EXIT_WRONG, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -314,6 +316,7 @@ def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> 
             try:
                 out = fun(*args)
             except Exception as exc:  # any failure is the answer: report it
+                exc = translate(exc)  # compiled code refusing a tracer: as tg.grad would say it
                 error = f"{type(exc).__name__}: {exc}"
     return survey.finish(), tape, out, [args[k] for k in argnums], error
 

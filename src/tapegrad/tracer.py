@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
 
 __all__ = ["Tracer", "as_source_value"]
@@ -74,11 +75,8 @@ class Tracer:
         return dispatch_function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise _drop(
-            "np.asarray / np.array (or storing it into a plain ndarray)",
-            "Build arrays with np.stack / np.concatenate / np.where on the tracers, or copy "
-            "the tracer (y = x.copy()) and assign into it with y[i] = v.",
-        )
+        # A dedicated error class: tapegrad.constructors catches exactly this one.
+        raise conversion_error()
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
@@ -252,6 +250,8 @@ class Tracer:
     def __getattr__(self, name: str) -> Any:
         # Remaining ndarray methods (sum, mean, max, cumsum, clip, ...) call the
         # NumPy function of the same name, which dispatches back to the registry.
+        if name in MEMORY_ATTRIBUTES:
+            raise memory_attribute_error(name)  # also an AttributeError: hasattr() stays False
         if name.startswith("__"):
             raise AttributeError(name)
         fun = _METHOD_FUNCTIONS.get(name)

@@ -1,0 +1,221 @@
+"""Where a gradient was dropped: name the library call and the user's line.
+
+A tracer that reaches code tapegrad cannot follow (compiled code, a
+``from numpy import asarray`` bound before tapegrad intercepted it, a raw
+memory attribute) has to fail.  What helps is saying *which* library function
+did it and *which line of the user's code* called that function, so this module
+walks the Python stack (or an exception's traceback) and picks:
+
+* the *user frame*: the innermost frame whose module is outside tapegrad,
+  NumPy and SciPy;
+* the *called function*: the library frame that user frame called (its
+  public name when the package exports it, e.g. ``scipy.ndimage.gaussian_filter``
+  rather than ``scipy.ndimage._filters.gaussian_filter``);
+* the *converting function*: the innermost library frame, where the tracer
+  actually met compiled code.
+
+:func:`conversion_error` builds the error ``Tracer.__array__`` raises;
+:func:`translate` turns a ``TypeError`` / ``AttributeError`` that compiled
+code raised on a tracer (``a bytes-like object is required, not 'Tracer'``)
+into a :class:`~tapegrad.errors.GradientDroppedError` with the same details.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from types import FrameType, TracebackType
+from typing import Any, List, Optional, Tuple
+
+from .errors import GradientDroppedError
+
+__all__ = [
+    "ArrayConversionError",
+    "MemoryAttributeError",
+    "conversion_error",
+    "memory_attribute_error",
+    "translate",
+]
+
+#: Top-level packages whose frames are "library", not the user's code.
+LIBRARIES = ("tapegrad", "numpy", "scipy")
+
+#: Attributes and methods that expose an ndarray's memory: a tracer has none.  (Not
+#: ``__array_interface__`` / ``__array_struct__``: NumPy probes those on every
+#: conversion and needs a plain, cheap AttributeError.)
+MEMORY_ATTRIBUTES = frozenset(
+    {"flags", "strides", "ctypes", "data", "base", "tobytes", "tofile", "dump", "dumps", "view",
+     "getfield", "setfield", "setflags", "byteswap"}
+)
+
+_ADVICE = (
+    "tapegrad cannot follow a derivative through compiled code or a plain copy. Write that "
+    "step with NumPy functions on the traced values, register a rule for it with "
+    "tapegrad.defvjp, or pass tapegrad.stop_gradient(x) if the value is meant as a constant."
+)
+
+
+class ArrayConversionError(GradientDroppedError):
+    """``Tracer.__array__`` was called: something wanted the tracer's memory.
+
+    tapegrad's interception of ``np.array`` / ``np.asarray`` (see
+    :mod:`tapegrad.constructors`) recognises exactly this class.
+    """
+
+
+class MemoryAttributeError(GradientDroppedError, AttributeError):
+    """An ndarray memory attribute (``flags``, ``strides``, ...) was read on a tracer.
+
+    Also an ``AttributeError``, so ``hasattr(x, "strides")`` stays ``False``.
+    """
+
+
+Site = Tuple[str, str, int]  # (module, qualified name, line) of one frame
+
+
+def _module(frame: FrameType) -> str:
+    return frame.f_globals.get("__name__", "") or ""
+
+
+def _is_library(frame: FrameType) -> bool:
+    return _module(frame).partition(".")[0] in LIBRARIES
+
+
+def _public_name(frame: FrameType) -> str:
+    """``package.function`` as the user would write it, else ``module.qualname``."""
+    code = frame.f_code
+    qualname = getattr(code, "co_qualname", code.co_name)
+    module = _module(frame)
+    if "." not in qualname and "<" not in qualname:
+        parts = module.split(".")
+        # The shortest importable prefix that exports this very function wins.
+        for n in range(1, len(parts) + 1):
+            owner = sys.modules.get(".".join(parts[:n]))
+            candidate = getattr(owner, code.co_name, None) if owner is not None else None
+            try:
+                if candidate is not None and inspect.unwrap(candidate).__code__ is code:
+                    return f"{'.'.join(parts[:n])}.{code.co_name}"
+            except (AttributeError, ValueError):
+                continue
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _locate(frames: List[Tuple[FrameType, int]]) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """From ``(frame, line)`` pairs, innermost first: (called, converting, user site).
+
+    Frames of tapegrad itself are skipped when naming library functions.
+    """
+    called = converting = user = None
+    for i, (frame, line) in enumerate(frames):
+        if not _is_library(frame):
+            user = f"{frame.f_code.co_filename}:{line}"
+            library = [f for f, _ in frames[:i] if not _module(f).startswith("tapegrad")]
+            if library:
+                called = _public_name(library[-1])
+                converting = _public_name(library[0])
+            break
+    return called, converting, user
+
+
+def _stack(start: Optional[FrameType]) -> List[Tuple[FrameType, int]]:
+    frames = []
+    while start is not None:
+        frames.append((start, start.f_lineno))
+        start = start.f_back
+    return frames
+
+
+def _traceback(tb: Optional[TracebackType]) -> List[Tuple[FrameType, int]]:
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    frames.reverse()  # innermost first, like _stack
+    return frames
+
+
+def _interception_note() -> str:
+    from . import constructors  # lazily: constructors imports the tracer, which imports us
+
+    if not constructors.intercepting():
+        return (
+            " (tapegrad's interception of np.array / np.asarray is switched off: "
+            "TAPEGRAD_PATCH_NUMPY=0 or tapegrad.intercept_array_constructors(False).)"
+        )
+    return (
+        " tapegrad lets np.array / np.asarray / np.asanyarray / np.ascontiguousarray through "
+        "while a tape records, but only when looked up on the numpy module at call time: a name "
+        "bound earlier (`from numpy import asarray`) or a conversion inside compiled code is not "
+        "intercepted."
+    )
+
+
+def _where(called: Optional[str], converting: Optional[str], user: Optional[str]) -> str:
+    if called is None:
+        return f"at {user}" if user else ""
+    text = f"in {called}"
+    if converting is not None and converting != called:
+        text += f" (inside {converting})"
+    if user:
+        text += f", called at {user}"
+    return text
+
+
+def conversion_error(skip: int = 1) -> ArrayConversionError:
+    """The error ``Tracer.__array__`` raises, naming where the conversion came from.
+
+    ``skip`` frames above the caller are ignored (the ``__array__`` frame itself).
+    """
+    called, converting, user = _locate(_stack(sys._getframe(skip + 1)))
+    where = _where(called, converting, user)
+    what = "np.asarray / np.array (or storing it into a plain ndarray)"
+    if called is not None:
+        what = "a conversion to a plain ndarray"
+    return ArrayConversionError(
+        f"{what} {where + ' ' if where else ''}would turn a tapegrad tracer into a plain value and "
+        "silently drop its gradient. Build arrays with np.stack / np.concatenate / np.where on the "
+        "tracers, or copy the tracer (y = x.copy()) and assign into it with y[i] = v. If you really "
+        "want a constant, call tapegrad.stop_gradient(x) first." + _interception_note()
+    )
+
+
+def memory_attribute_error(name: str) -> MemoryAttributeError:
+    """The error reading ``x.flags`` / ``x.strides`` / ... on a tracer raises."""
+    called, converting, user = _locate(_stack(sys._getframe(2)))
+    where = _where(called, converting, user)
+    return MemoryAttributeError(
+        f"x.{name} {where + ' ' if where else ''}asks a tapegrad tracer for the memory of a plain "
+        "ndarray, which it does not have: the code is about to hand the data to compiled code, "
+        "which would drop its gradient. " + _ADVICE
+    )
+
+
+# Messages that compiled code (CPython, Cython, pybind11) gives an object that is not an array.
+_CONVERSION = re.compile(
+    r"bytes-like object is required, not 'Tracer'"
+    r"|got Tracer\b|Cannot convert Tracer\b"
+    r"|Invoked with: .*Tracer\(level="
+)
+
+
+def translate(exc: BaseException) -> BaseException:
+    """``exc`` itself, or a :class:`GradientDroppedError` if compiled code choked on a tracer.
+
+    Only plain ``TypeError`` / ``AttributeError`` / ``ValueError`` whose message
+    is one of the known "this object is not an array" messages naming ``Tracer``
+    are translated; tapegrad's own errors and anything else pass unchanged.
+    """
+    if isinstance(exc, GradientDroppedError) or not isinstance(exc, (TypeError, AttributeError, ValueError)):
+        return exc
+    message = str(exc)
+    if not _CONVERSION.search(message):
+        return exc
+    called, converting, user = _locate(_traceback(exc.__traceback__))
+    where = _where(called, converting, user)
+    error = GradientDroppedError(
+        f"a tapegrad tracer reached compiled code {where + ' ' if where else ''}that needs a plain "
+        f"ndarray ({type(exc).__name__}: {message}); its gradient would be lost. " + _ADVICE
+    )
+    error.__cause__ = exc
+    return error
