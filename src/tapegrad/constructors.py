@@ -12,7 +12,7 @@ tape records (inside :func:`tapegrad.grad` and the other transforms, or a
 1. call the original function first, with the same arguments: anything that
    does not involve a tracer gets the original's result or error, unchanged;
 2. only when the original failed because a tracer's ``__array__`` was called
-   (exactly :class:`~tapegrad.dropped.ArrayConversionError`), build the traced
+   (exactly the error :func:`tapegrad.dropped.conversion_error` marks), build the traced
    result: a tracer passes through (cast when ``dtype`` asks, a traced copy when
    NumPy would copy), nested lists/tuples of tracers and numbers become one
    ``np.stack`` of the pieces.  NumPy itself decides dtype, shape (``ndmin``) and
@@ -43,7 +43,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .dispatch import strip
-from .dropped import ArrayConversionError, translate
+from .dropped import is_conversion, translate
+from .errors import GradientDroppedError
 from .tracer import Tracer
 
 __all__ = ["intercept_array_constructors", "intercepting", "recording", "start", "stop"]
@@ -165,7 +166,9 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return original(*args, **kwargs)
-        except ArrayConversionError as exc:
+        except GradientDroppedError as exc:
+            if not is_conversion(exc):
+                raise
             error: Optional[BaseException] = exc
         result = _traced(original, keyword, args, kwargs)
         if result is _DECLINED:

@@ -25,15 +25,16 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import threading
 from types import FrameType, TracebackType
 from typing import Any, List, Optional, Tuple
 
 from .errors import GradientDroppedError
 
 __all__ = [
-    "ArrayConversionError",
     "MemoryAttributeError",
     "conversion_error",
+    "is_conversion",
     "memory_attribute_error",
     "translate",
 ]
@@ -56,22 +57,12 @@ _ADVICE = (
 )
 
 
-class ArrayConversionError(GradientDroppedError):
-    """``Tracer.__array__`` was called: something wanted the tracer's memory.
-
-    tapegrad's interception of ``np.array`` / ``np.asarray`` (see
-    :mod:`tapegrad.constructors`) recognises exactly this class.
-    """
-
-
 class MemoryAttributeError(GradientDroppedError, AttributeError):
     """An ndarray memory attribute (``flags``, ``strides``, ...) was read on a tracer.
 
     Also an ``AttributeError``, so ``hasattr(x, "strides")`` stays ``False``.
     """
 
-
-Site = Tuple[str, str, int]  # (module, qualified name, line) of one frame
 
 
 def _module(frame: FrameType) -> str:
@@ -87,15 +78,19 @@ def _public_name(frame: FrameType) -> str:
     code = frame.f_code
     qualname = getattr(code, "co_qualname", code.co_name)
     module = _module(frame)
-    if "." not in qualname and "<" not in qualname:
+    path = qualname.split(".")
+    if len(path) <= 2 and "<" not in qualname:
         parts = module.split(".")
-        # The shortest importable prefix that exports this very function wins.
+        # The shortest importable prefix that exports this very function (or its class) wins.
         for n in range(1, len(parts) + 1):
             owner = sys.modules.get(".".join(parts[:n]))
-            candidate = getattr(owner, code.co_name, None) if owner is not None else None
+            candidate = owner
+            for name in path:
+                candidate = getattr(candidate, name, None)
             try:
                 if candidate is not None and inspect.unwrap(candidate).__code__ is code:
-                    return f"{'.'.join(parts[:n])}.{code.co_name}"
+                    public = f"{'.'.join(parts[:n])}.{qualname}"
+                    return public[: -len(".__init__")] if public.endswith(".__init__") else public
             except (AttributeError, ValueError):
                 continue
     return f"{module}.{qualname}" if module else qualname
@@ -112,7 +107,9 @@ def _locate(frames: List[Tuple[FrameType, int]]) -> Tuple[Optional[str], Optiona
             user = f"{frame.f_code.co_filename}:{line}"
             library = [f for f, _ in frames[:i] if not _module(f).startswith("tapegrad")]
             if library:
-                called = _public_name(library[-1])
+                # A decorator's wrapper (``...<locals>.wrapper``) is not what the user called.
+                named = [f for f in library if "<locals>" not in getattr(f.f_code, "co_qualname", "")]
+                called = _public_name((named or library)[-1])
                 converting = _public_name(library[0])
             break
     return called, converting, user
@@ -151,44 +148,71 @@ def _interception_note() -> str:
     )
 
 
-def _where(called: Optional[str], converting: Optional[str], user: Optional[str]) -> str:
-    if called is None:
-        return f"at {user}" if user else ""
-    text = f"in {called}"
-    if converting is not None and converting != called:
-        text += f" (inside {converting})"
-    if user:
-        text += f", called at {user}"
-    return text
+def _at(user: Optional[str]) -> str:
+    return f" at {user}" if user else ""
 
 
-def conversion_error(skip: int = 1) -> ArrayConversionError:
+def _library_call(called: str, converting: Optional[str], user: Optional[str]) -> Tuple[str, str]:
+    """("scipy.x.f (called at file:line)", " in scipy.x._inner") for a message."""
+    subject = f"{called} (called at {user})" if user else called
+    inside = f" in {converting}" if converting is not None and converting != called else ""
+    return subject, inside
+
+
+#: Per thread: the innermost Python frame (id, code, line) of the last ``Tracer.__array__``
+#: call.  Compiled code often replaces that error by its own (``ValueError: could not
+#: convert b, a, and x to a common type``); :func:`translate` recognises it by this site.
+_last_conversion = threading.local()
+
+
+def _site(frame: FrameType, line: int) -> tuple:
+    return id(frame), frame.f_code, line
+
+
+def conversion_error(skip: int = 1) -> GradientDroppedError:
     """The error ``Tracer.__array__`` raises, naming where the conversion came from.
 
     ``skip`` frames above the caller are ignored (the ``__array__`` frame itself).
+    The error is marked (:func:`is_conversion`) for :mod:`tapegrad.constructors`.
     """
-    called, converting, user = _locate(_stack(sys._getframe(skip + 1)))
-    where = _where(called, converting, user)
-    what = "np.asarray / np.array (or storing it into a plain ndarray)"
-    if called is not None:
-        what = "a conversion to a plain ndarray"
-    return ArrayConversionError(
-        f"{what} {where + ' ' if where else ''}would turn a tapegrad tracer into a plain value and "
-        "silently drop its gradient. Build arrays with np.stack / np.concatenate / np.where on the "
-        "tracers, or copy the tracer (y = x.copy()) and assign into it with y[i] = v. If you really "
-        "want a constant, call tapegrad.stop_gradient(x) first." + _interception_note()
-    )
+    caller = sys._getframe(skip + 1)
+    _last_conversion.site = _site(caller, caller.f_lineno)
+    called, converting, user = _locate(_stack(caller))
+    if called is None:
+        text = (
+            f"np.asarray / np.array (or storing it into a plain ndarray){_at(user)} on a tapegrad "
+            "tracer would turn it into a plain value and silently drop its gradient. Build arrays "
+            "with np.stack / np.concatenate / np.where on the tracers, or copy the tracer "
+            "(y = x.copy()) and assign into it with y[i] = v. If you really want a constant, call "
+            "tapegrad.stop_gradient(x) first."
+        )
+    else:
+        subject, inside = _library_call(called, converting, user)
+        text = (
+            f"{subject} converts a tapegrad tracer to a plain ndarray{inside}, which would silently "
+            "drop its gradient. " + _ADVICE
+        )
+    error = GradientDroppedError(text + _interception_note())
+    error._tapegrad_conversion = True  # type: ignore[attr-defined]
+    return error
+
+
+def is_conversion(exc: BaseException) -> bool:
+    """Whether ``exc`` is the refusal of a tracer's ``__array__`` (see :func:`conversion_error`)."""
+    return getattr(exc, "_tapegrad_conversion", False)
 
 
 def memory_attribute_error(name: str) -> MemoryAttributeError:
     """The error reading ``x.flags`` / ``x.strides`` / ... on a tracer raises."""
     called, converting, user = _locate(_stack(sys._getframe(2)))
-    where = _where(called, converting, user)
-    return MemoryAttributeError(
-        f"x.{name} {where + ' ' if where else ''}asks a tapegrad tracer for the memory of a plain "
-        "ndarray, which it does not have: the code is about to hand the data to compiled code, "
-        "which would drop its gradient. " + _ADVICE
+    what = (
+        "which a tapegrad tracer does not have: it holds no memory of its own that compiled code "
+        "could use without losing the gradient. " + _ADVICE
     )
+    if called is None:
+        return MemoryAttributeError(f"x.{name}{_at(user)} asks for the memory of a plain ndarray, {what}")
+    subject, inside = _library_call(called, converting, user)
+    return MemoryAttributeError(f"{subject} reads x.{name}{inside}, the memory of a plain ndarray, {what}")
 
 
 # Messages that compiled code (CPython, Cython, pybind11) gives an object that is not an array.
@@ -202,20 +226,26 @@ _CONVERSION = re.compile(
 def translate(exc: BaseException) -> BaseException:
     """``exc`` itself, or a :class:`GradientDroppedError` if compiled code choked on a tracer.
 
-    Only plain ``TypeError`` / ``AttributeError`` / ``ValueError`` whose message
-    is one of the known "this object is not an array" messages naming ``Tracer``
-    are translated; tapegrad's own errors and anything else pass unchanged.
+    Only a ``TypeError`` / ``AttributeError`` / ``ValueError`` is translated, and
+    only when its message is one of the known "this object is not an array"
+    messages naming ``Tracer``, or when it was raised by the very call in which a
+    tracer's ``__array__`` refused last (compiled code that swallowed that refusal
+    and raised its own error).  tapegrad's own errors and anything else pass
+    unchanged.
     """
     if isinstance(exc, GradientDroppedError) or not isinstance(exc, (TypeError, AttributeError, ValueError)):
         return exc
     message = str(exc)
-    if not _CONVERSION.search(message):
+    frames = _traceback(exc.__traceback__)
+    replaced = bool(frames) and _site(*frames[0]) == getattr(_last_conversion, "site", None)
+    if not (replaced or _CONVERSION.search(message)):
         return exc
-    called, converting, user = _locate(_traceback(exc.__traceback__))
-    where = _where(called, converting, user)
-    error = GradientDroppedError(
-        f"a tapegrad tracer reached compiled code {where + ' ' if where else ''}that needs a plain "
-        f"ndarray ({type(exc).__name__}: {message}); its gradient would be lost. " + _ADVICE
-    )
+    called, converting, user = _locate(frames)
+    problem = f"that needs a plain ndarray ({type(exc).__name__}: {message}); its gradient would be lost. "
+    if called is None:
+        error = GradientDroppedError(f"a tapegrad tracer reached compiled code{_at(user)} {problem}" + _ADVICE)
+    else:
+        subject, inside = _library_call(called, converting, user)
+        error = GradientDroppedError(f"{subject} hands a tapegrad tracer to compiled code{inside} {problem}" + _ADVICE)
     error.__cause__ = exc
     return error

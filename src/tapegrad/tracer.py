@@ -143,6 +143,11 @@ class Tracer:
         return self.size * self.dtype.itemsize
 
     @property
+    def device(self) -> str:
+        # As ndarray.device (array API): a tracer's values are NumPy arrays on the CPU.
+        return "cpu"
+
+    @property
     def T(self) -> "Tracer":
         return np.transpose(self)
 
