@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from .dispatch import strip
-from .dropped import is_conversion, translate
+from .dropped import QUIET_CALLERS, conversion_error, is_conversion, translate
 from .errors import GradientDroppedError
 from .tracer import Tracer
 
@@ -169,13 +170,13 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
         except GradientDroppedError as exc:
             if not is_conversion(exc):
                 raise
-            error: Optional[BaseException] = exc
+        # The refusal was a bare marker (dropped.QUIET_CALLERS); a declined build reports in full.
         result = _traced(original, keyword, args, kwargs)
         if result is _DECLINED:
-            raise error  # type: ignore[misc]
-        error = None  # no cycle through this frame
+            raise conversion_error(sys._getframe(1))
         return result
 
+    QUIET_CALLERS.add(wrapper.__code__)
     functools.update_wrapper(wrapper, original)
     return wrapper
 
@@ -219,10 +220,12 @@ def _traced(original: Callable, keyword: str, args: tuple, kwargs: dict) -> Any:
         return _DECLINED
     # NumPy's own answer on the values: its dtype, its shape, its errors.
     value = original(shadow, *rest, **options)
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biufc":
+    if not isinstance(value, np.ndarray):
         return _DECLINED
     if type(obj) is Tracer:
-        return _pass_through(obj, value)
+        return _pass_through(obj, value)  # a cast to object or str dtype raises there, clearly
+    if value.dtype.kind not in "biufc":
+        return _DECLINED
     out = _assemble(obj, value.dtype)
     return out if out.shape == value.shape else np.reshape(out, value.shape)
 

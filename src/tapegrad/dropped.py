@@ -169,13 +169,24 @@ def _site(frame: FrameType, line: int) -> tuple:
     return id(frame), frame.f_code, line
 
 
-def conversion_error(skip: int = 1) -> GradientDroppedError:
+#: Code objects of callers that handle a refusal themselves (tapegrad.constructors'
+#: wrappers): they get a bare marked error, without the cost of walking the stack.
+QUIET_CALLERS: set = set()
+
+
+def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError:
     """The error ``Tracer.__array__`` raises, naming where the conversion came from.
 
-    ``skip`` frames above the caller are ignored (the ``__array__`` frame itself).
-    The error is marked (:func:`is_conversion`) for :mod:`tapegrad.constructors`.
+    ``caller`` is the innermost frame to report from; by default the caller of
+    the function that calls this one (``__array__``).  The error is marked
+    (:func:`is_conversion`) for :mod:`tapegrad.constructors`.
     """
-    caller = sys._getframe(skip + 1)
+    if caller is None:
+        caller = sys._getframe(2)
+        if caller.f_code in QUIET_CALLERS:
+            error = GradientDroppedError("np.asarray on a tapegrad tracer")
+            error._tapegrad_conversion = True  # type: ignore[attr-defined]
+            return error
     _last_conversion.site = _site(caller, caller.f_lineno)
     called, converting, user = _locate(_stack(caller))
     if called is None:
