@@ -217,8 +217,8 @@ def memory_attribute_error(name: str) -> MemoryAttributeError:
     """The error reading ``x.flags`` / ``x.strides`` / ... on a tracer raises."""
     called, converting, user = _locate(_stack(sys._getframe(2)))
     what = (
-        "which a tapegrad tracer does not have: it holds no memory of its own that compiled code "
-        "could use without losing the gradient. " + _ADVICE
+        "which a tapegrad tracer does not have: handing its data to compiled code would drop its "
+        "gradient. " + _ADVICE
     )
     if called is None:
         return MemoryAttributeError(f"x.{name}{_at(user)} asks for the memory of a plain ndarray, {what}")
@@ -252,7 +252,7 @@ def translate(exc: BaseException) -> BaseException:
     if not (replaced or _CONVERSION.search(message)):
         return exc
     called, converting, user = _locate(frames)
-    problem = f"that needs a plain ndarray ({type(exc).__name__}: {message}); its gradient would be lost. "
+    problem = f"that needs a plain ndarray ({type(exc).__name__}: {message}), which would drop its gradient. "
     if called is None:
         error = GradientDroppedError(f"a tapegrad tracer reached compiled code{_at(user)} {problem}" + _ADVICE)
     else:
