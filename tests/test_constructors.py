@@ -146,6 +146,11 @@ def test_asarray_passes_a_tracer_through_unchanged():
         assert out is t
     t, out, _ = _traced(lambda t: np.asarray(a=t), x)
     assert out is t
+    # like= makes NumPy dispatch to the tracer (NEP 35), with the wrapper as the function.
+    t, out, _ = _traced(lambda t: np.asarray(t, like=t), x)
+    assert out is t
+    t, out, _ = _traced(lambda t: np.asarray(t, dtype=np.float32, like=t), x)
+    assert out.dtype == np.float32
 
 
 def test_array_copies_like_numpy():

@@ -45,7 +45,7 @@ import numpy as np
 
 from .dispatch import strip
 from .dropped import QUIET_CALLERS, conversion_error, is_conversion, translate
-from .errors import GradientDroppedError
+from .errors import GradientDroppedError, UnsupportedFunctionError
 from .tracer import Tracer
 
 __all__ = ["intercept_array_constructors", "intercepting", "recording", "start", "stop"]
@@ -170,6 +170,14 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
         except GradientDroppedError as exc:
             if not is_conversion(exc):
                 raise
+        except UnsupportedFunctionError:
+            # ``like=tracer``: NumPy dispatches with the function it finds on the numpy
+            # module now (this wrapper), which has no rule; dispatch the original instead.
+            like = kwargs.get("like")
+            if type(like) is not Tracer:
+                raise
+            options = {k: v for k, v in kwargs.items() if k != "like"}
+            return like.__array_function__(original, (Tracer,), args, options)
         # The refusal was a bare marker (dropped.QUIET_CALLERS); a declined build reports in full.
         result = _traced(original, keyword, args, kwargs)
         if result is _DECLINED:
