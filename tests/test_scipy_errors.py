@@ -111,3 +111,16 @@ def test_check_reports_it_the_same_way():
     code = check.run(parser.parse_args(["tests.test_scipy_errors:gaussian_smoothed", "--shape", "5"]), out, err)
     assert code == check.EXIT_UNSUPPORTED
     assert "GradientDroppedError: scipy.ndimage.gaussian_filter" in out.getvalue()
+
+
+def test_scipy_array_api_helpers_that_refuse_a_tracer():
+    from scipy.special import logsumexp
+
+    def f(t):
+        return logsumexp(t)
+
+    with pytest.raises(tg.GradientDroppedError) as info:
+        tg.grad(f)(x)
+    message = str(info.value)
+    assert message.startswith(f"scipy.special.logsumexp (called at {__file__}:{f.__code__.co_firstlineno + 1})")
+    assert "Can't update read-only array" in message

@@ -124,11 +124,17 @@ def _stack(start: Optional[FrameType]) -> List[Tuple[FrameType, int]]:
 
 
 def _traceback(tb: Optional[TracebackType]) -> List[Tuple[FrameType, int]]:
+    """The traceback's frames, innermost first, then the frames that called its top one."""
     frames = []
+    top = tb.tb_frame if tb is not None else None
     while tb is not None:
         frames.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
     frames.reverse()  # innermost first, like _stack
+    if top is not None:
+        # Caught inside tapegrad (grad calling the user's function directly): the user's
+        # line is further out, on the live stack.
+        frames.extend(_stack(top.f_back))
     return frames
 
 
@@ -234,21 +240,44 @@ _CONVERSION = re.compile(
 )
 
 
+# Library code that takes a tracer for something other than an array and says so in its
+# own words: (module of the raising frame, message).  SciPy's array-API helpers treat an
+# object without ``__array_namespace__`` as read-only, so ``xpx.at(x, i).set(v)`` refuses.
+_LIBRARY_REFUSALS = (("scipy._lib.array_api_extra.", re.compile(r"^Can't update read-only array")),)
+
+
+def _library_refusal(frames: List[Tuple[FrameType, int]], message: str) -> bool:
+    if not frames:
+        return False
+    module = _module(frames[0][0])
+    return any(module.startswith(prefix) and pattern.search(message) for prefix, pattern in _LIBRARY_REFUSALS)
+
+
 def translate(exc: BaseException) -> BaseException:
     """``exc`` itself, or a :class:`GradientDroppedError` if compiled code choked on a tracer.
 
     Only a ``TypeError`` / ``AttributeError`` / ``ValueError`` is translated, and
     only when its message is one of the known "this object is not an array"
-    messages naming ``Tracer``, or when it was raised by the very call in which a
+    messages naming ``Tracer``, when it was raised by the very call in which a
     tracer's ``__array__`` refused last (compiled code that swallowed that refusal
-    and raised its own error).  tapegrad's own errors and anything else pass
-    unchanged.
+    and raised its own error), or when it is a known refusal of a library helper
+    (SciPy's array-API ``at(x, i).set(v)``: "Can't update read-only array").
+    tapegrad's own errors and anything else pass unchanged.
     """
     if isinstance(exc, GradientDroppedError) or not isinstance(exc, (TypeError, AttributeError, ValueError)):
         return exc
     message = str(exc)
     frames = _traceback(exc.__traceback__)
     replaced = bool(frames) and _site(*frames[0]) == getattr(_last_conversion, "site", None)
+    if _library_refusal(frames, message):
+        called, converting, user = _locate(frames)
+        subject, inside = _library_call(called or "library code", converting, user)
+        error = GradientDroppedError(
+            f"{subject} does not treat a tapegrad tracer as an array{inside} ({type(exc).__name__}: "
+            f"{message}): it cannot be differentiated as it is. " + _ADVICE
+        )
+        error.__cause__ = exc
+        return error
     if not (replaced or _CONVERSION.search(message)):
         return exc
     called, converting, user = _locate(frames)
