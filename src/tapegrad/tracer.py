@@ -75,7 +75,7 @@ class Tracer:
         return dispatch_function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        # A dedicated error class: tapegrad.constructors catches exactly this one.
+        # A marked error (tapegrad.dropped.is_conversion): tapegrad.constructors catches exactly it.
         raise conversion_error()
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
