@@ -26,6 +26,7 @@ from .checkpoint import checkpoint
 from .custom import custom_vjp, defvjp
 from .forward import hvp, jacfwd, jvp
 from .memory import retain_freed_memory
+from .constructors import intercept_array_constructors
 from .registry import CONSTANT_ARG, defcomposite, defconstant
 
 __version__ = "0.1.0"
@@ -52,6 +53,7 @@ __all__ = [
     "defconstant",
     "CONSTANT_ARG",
     "retain_freed_memory",
+    "intercept_array_constructors",
     "TapegradError",
     "UnsupportedFunctionError",
     "GradientDroppedError",

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import constructors as _constructors
 from .backward import as_seed
 from .dispatch import strip
 from .errors import TapeError, element_store_error
@@ -76,7 +77,8 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         sources.append((structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
     try:
-        out = fun(*args, **kwargs)
+        with _constructors.recording():  # np.array / np.asarray of tracers: see tapegrad.constructors
+            out = fun(*args, **kwargs)
     except ValueError as exc:
         dropped = element_store_error(exc)
         if dropped is None:

@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Text
 
 import numpy as np
 
+from .dropped import translate
+
 __all__ = ["CallRecord", "CheckReport", "check_function", "load_function", "random_inputs", "load_inputs", "run"]
 
 EXIT_OK, EXIT_WRONG, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -309,7 +311,8 @@ def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> 
             except Exception as exc:  # any failure is the answer: report it
                 from .errors import element_store_error
 
-                exc = element_store_error(exc) or exc
+                # compiled code refusing a tracer, or a plain element store: as tg.grad says it
+                exc = element_store_error(exc) or translate(exc)
                 error = f"{type(exc).__name__}: {exc}"
     return survey.finish(), tape, out, [args[k] for k in argnums], error
 

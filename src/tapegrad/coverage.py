@@ -163,6 +163,10 @@ def render(rows_: Optional[Sequence[Row]] = None) -> str:
         "",
         ", ".join(f"`numpy.{n}`" for n in CONVERSIONS if hasattr(np, n)) + ".",
         "",
+        "Except while a tape records: then `np.array`, `np.asarray`, `np.asanyarray`,",
+        "`np.ascontiguousarray` and `np.asfortranarray`, looked up on `numpy` at call time,",
+        "return traced arrays (`tapegrad.constructors`; see *Limits*).",
+        "",
     ]
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional
 
+from . import constructors as _constructors
 from .errors import TapeError
 from .requests import (
     batch_jacobian_request,
@@ -63,9 +64,11 @@ class GradientTape:
         if self._tape is None:
             prepare()
             self._tape = Tape(self.persistent)
+        _constructors.start()  # np.array / np.asarray of tracers: see tapegrad.constructors
         return self
 
     def __exit__(self, *exc: Any) -> bool:
+        _constructors.stop(exc[1])
         return False
 
     def _require_tape(self) -> Tape:

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
 from .registry import RULES
 from .tree import tree_map
@@ -132,11 +133,8 @@ class Tracer:
             # An integer or boolean cast (np.int64(x), np.asarray(x, dtype=int)) carries no
             # gradient: it is x.astype(dtype), a constant.
             return np.asarray(ROUTES.astype(self, dtype))
-        raise _drop(
-            "np.asarray / np.array / np.float64(x) (or storing it into a plain ndarray)",
-            "Build arrays with np.stack / np.concatenate / np.where on the tracers, or preallocate "
-            "a traced array (y = np.zeros_like(x) or y = x.copy()) and assign into it with y[i] = v.",
-        )
+        # A marked error (tapegrad.dropped.is_conversion): tapegrad.constructors catches exactly it.
+        raise conversion_error()
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
@@ -210,6 +208,11 @@ class Tracer:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> str:
+        # As ndarray.device (array API): a tracer's values are NumPy arrays on the CPU.
+        return "cpu"
 
     @property
     def T(self) -> "Tracer":
@@ -319,6 +322,8 @@ class Tracer:
     def __getattr__(self, name: str) -> Any:
         # Remaining ndarray methods (sum, mean, max, cumsum, clip, ...) call the
         # NumPy function of the same name, which dispatches back to the registry.
+        if name in MEMORY_ATTRIBUTES:
+            raise memory_attribute_error(name)  # also an AttributeError: hasattr() stays False
         if name.startswith("__"):
             raise AttributeError(name)
         fun = METHOD_FUNCTIONS.get(name)

@@ -1,0 +1,126 @@
+"""Where SciPy converts a tracer inside compiled code: a GradientDroppedError naming the SciPy
+function and the user's line, never a bare TypeError / AttributeError / ValueError."""
+
+import io
+
+import numpy as np
+import pytest
+import scipy.interpolate as si
+import scipy.linalg as sl
+import scipy.ndimage as nd
+import scipy.signal as ss
+from scipy.fft import fft
+
+import tapegrad as tg
+from tapegrad import check
+from tapegrad.dropped import MemoryAttributeError
+
+x = np.linspace(0.1, 1.0, 6)
+
+# One lambda per line: the line of the SciPy call is the lambda's first line.
+CASES = [
+    # np.asarray lets the tracer through; the C filter then refuses it (__array__)
+    ("scipy.ndimage.gaussian_filter", lambda x: np.sum(nd.gaussian_filter(x, 1.0))),
+    # C code that swallows the refusal and raises its own ValueError
+    ("scipy.signal.lfilter", lambda x: np.sum(ss.lfilter([1.0], [1.0, -0.5], x))),
+    # a Cython memoryview: "a bytes-like object is required, not 'Tracer'"
+    ("scipy.signal.sosfilt", lambda x: np.sum(ss.sosfilt([[1.0, 0.0, 0.0, 1.0, -0.5, 0.0]], x))),
+    # reads x.flags before handing the data to compiled code
+    ("scipy.linalg.expm", lambda x: np.sum(sl.expm(np.outer(x, x)))),
+    ("scipy.interpolate.CubicSpline", lambda x: np.sum(si.CubicSpline(np.arange(6.0), x)(0.5))),
+    ("scipy.linalg.cho_factor", lambda x: np.sum(sl.cho_factor(np.eye(6) + np.outer(x, x))[0])),
+]
+
+
+@pytest.mark.parametrize("name, f", CASES, ids=[c[0] for c in CASES])
+def test_compiled_scipy_code_raises_gradient_dropped_error(name, f):
+    with pytest.raises(tg.GradientDroppedError) as info:
+        tg.grad(f)(x)
+    message = str(info.value)
+    assert message.startswith(f"{name} (called at {__file__}:{f.__code__.co_firstlineno})"), message
+    assert "drop" in message and "tapegrad.stop_gradient" in message
+    # The same error from every entry point: a Jacobian and a GradientTape block.
+    with pytest.raises(tg.GradientDroppedError, match=name):
+        tg.jacobian(f)(x)
+    with pytest.raises(tg.GradientDroppedError, match=name):
+        with tg.GradientTape() as tape:
+            f(tape.watch(x))
+
+
+def test_the_original_error_is_kept_as_the_cause():
+    with pytest.raises(tg.GradientDroppedError) as info:
+        tg.grad(CASES[2][1])(x)
+    assert type(info.value.__cause__) is TypeError
+    assert "bytes-like object is required, not 'Tracer'" in str(info.value.__cause__)
+
+
+def test_fft_through_the_scipy_backend():
+    def f(x):
+        return np.sum(np.abs(fft(x)) ** 2)
+
+    with pytest.raises(MemoryAttributeError, match=r"reads x\.flags") as info:
+        tg.grad(f)(x)
+    assert isinstance(info.value, tg.GradientDroppedError)
+    assert f"{__file__}:{f.__code__.co_firstlineno + 1}" in str(info.value)
+
+
+def test_memory_attributes_of_a_tracer():
+    def f(t):
+        assert not hasattr(t, "strides")  # still an AttributeError for duck typing
+        return t.flags
+
+    with pytest.raises(tg.GradientDroppedError, match=r"x\.flags at .*test_scipy_errors\.py:\d+") as info:
+        tg.grad(f)(x)
+    assert isinstance(info.value, AttributeError)
+    assert tg.grad(lambda t: np.sum(t) if t.device == "cpu" else None)(x).tolist() == [1.0] * 6
+
+
+def test_user_code_reaching_a_buffer_is_named_by_its_line():
+    def f(t):
+        return np.sum(np.frombuffer(memoryview(t)))
+
+    with pytest.raises(tg.GradientDroppedError) as info:
+        tg.grad(f)(x)
+    assert f"compiled code at {__file__}:{f.__code__.co_firstlineno + 1}" in str(info.value)
+
+
+def test_unrelated_errors_pass_unchanged():
+    def f(t):
+        raise TypeError("my own problem with Tracer objects")
+
+    with pytest.raises(TypeError, match="^my own problem") as info:
+        tg.grad(f)(x)
+    assert not isinstance(info.value, tg.TapegradError)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        tg.grad(lambda t: np.sum(t + np.ones(4)))(x)
+
+
+def gaussian_smoothed(v):
+    return np.sum(nd.gaussian_filter(v, 1.0) ** 2)
+
+
+def test_check_reports_it_the_same_way():
+    report = check.check_function(gaussian_smoothed, [x])
+    assert report.error.startswith("GradientDroppedError: scipy.ndimage.gaussian_filter (called at ")
+    assert f"{__file__}:{gaussian_smoothed.__code__.co_firstlineno + 1}" in report.error
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    check.add_arguments(parser)
+    out, err = io.StringIO(), io.StringIO()
+    code = check.run(parser.parse_args(["tests.test_scipy_errors:gaussian_smoothed", "--shape", "5"]), out, err)
+    assert code == check.EXIT_UNSUPPORTED
+    assert "GradientDroppedError: scipy.ndimage.gaussian_filter" in out.getvalue()
+
+
+def test_scipy_array_api_helpers_that_refuse_a_tracer():
+    from scipy.special import logsumexp
+
+    def f(t):
+        return logsumexp(t)
+
+    with pytest.raises(tg.GradientDroppedError) as info:
+        tg.grad(f)(x)
+    message = str(info.value)
+    assert message.startswith(f"scipy.special.logsumexp (called at {__file__}:{f.__code__.co_firstlineno + 1})")
+    assert "Can't update read-only array" in message
