@@ -15,13 +15,23 @@ the gradient.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from .errors import GradientDroppedError
 
-__all__ = ["Tracer", "as_source_value"]
+__all__ = ["Tracer", "as_source_value", "set_array_namespace"]
+
+#: Returns the array-API namespace for an ``api_version``; set by :mod:`tapegrad.array_api`
+#: (a higher layer) when it is imported, so this module never imports it.
+_array_namespace: Optional[Callable[[Optional[str]], Any]] = None
+
+
+def set_array_namespace(getter: Callable[[Optional[str]], Any]) -> None:
+    """Install the function behind :meth:`Tracer.__array_namespace__`."""
+    global _array_namespace
+    _array_namespace = getter
 
 
 def as_source_value(value: Any) -> Optional[tuple]:
@@ -181,6 +191,22 @@ class Tracer:
 
     def __reduce__(self) -> Any:
         raise _drop("pickling", "Pickle the plain result after differentiation instead.")
+
+    # ------------------------------------------------------------------ array API
+    # What array-API-generic libraries (SciPy's array-API mode, scikit-learn) read.
+    def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
+        if _array_namespace is None:
+            raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
+        return _array_namespace(api_version)
+
+    @property
+    def device(self) -> str:
+        return "cpu"  # what NumPy's arrays report
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "Tracer":
+        if device != "cpu":
+            raise ValueError(f"tapegrad tracers live on the CPU; cannot move to {device!r}")
+        return self
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
