@@ -94,6 +94,11 @@ def _spd(a):
     return a @ xp.matrix_transpose(a) + 3.0 * xp.eye(a.shape[-1])
 
 
+def _knots(y):
+    """Interpolation knots as an array of ``y``'s namespace (a constant tracer inside array-API code)."""
+    return _xp(y).asarray([0.0, 1.0, 2.5, 3.0, 4.5])
+
+
 CASES = [
     # ------------------------------------------------------------------ special
     Case("special", "erf", sp.erf, (_u(5),)),
@@ -159,8 +164,10 @@ CASES = [
     Case("signal", "envelope", lambda x: sg.envelope(x, residual=None), (_u(16),), {"rtol": 1e-4, "atol": 1e-5}),
     Case("signal", "gauss_spline", lambda x: sg.gauss_spline(x, 3), (_u(6),)),
     Case("signal", "filtfilt", lambda b, x: sg.filtfilt(b, b * 0 + np.array([1.0, -0.3]), x), (_u(2), _u(20))),
-    Case("signal", "lfilter", lambda b, x: sg.lfilter(b, [1.0], x), (_u(3), _u(10))),
+    Case("signal", "lfilter", lambda b, x: sg.lfilter(b, _xp(b).asarray([1.0, -0.3]), x), (_u(3), _u(10))),
     Case("signal", "convolve", sg.convolve, (_u(6), _u(3))),
+    Case("signal", "convolve(method='direct')", lambda a, v: sg.convolve(a, v, method="direct"), (_u(6), _u(3))),
+    Case("signal", "correlate(method='direct')", lambda a, v: sg.correlate(a, v, method="direct"), (_u(6), _u(3))),
     Case("signal", "fftconvolve", sg.fftconvolve, (_u(6), _u(3))),
     Case("signal", "savgol_filter", lambda x: sg.savgol_filter(x, 5, 2), (_u(12),)),
     Case("signal", "detrend", sg.detrend, (_u(9),)),
@@ -197,8 +204,8 @@ CASES = [
     Case("linalg", "solve", lambda a, b: scipy.linalg.solve(_spd(a), b), (_u(3, 3), _u(3))),
     Case("linalg", "expm", scipy.linalg.expm, (_u(3, 3) * 0.5,)),
     # ------------------------------------------------------------------ interpolate
-    Case("interpolate", "CubicSpline", lambda y: CubicSpline([0.0, 1.0, 2.5, 3.0, 4.5], y)(1.7), (_u(5),)),
-    Case("interpolate", "make_interp_spline", lambda y: make_interp_spline([0.0, 1.0, 2.5, 3.0, 4.5], y, k=3)(1.7), (_u(5),)),
+    Case("interpolate", "CubicSpline", lambda y: CubicSpline(_knots(y), y)(1.7), (_u(5),)),
+    Case("interpolate", "make_interp_spline", lambda y: make_interp_spline(_knots(y), y, k=3)(1.7), (_u(5),)),
 ]
 
 

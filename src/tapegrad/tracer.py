@@ -21,17 +21,46 @@ import numpy as np
 
 from .errors import GradientDroppedError
 
-__all__ = ["Tracer", "as_source_value", "set_array_namespace"]
+__all__ = ["Tracer", "as_source_value", "set_array_namespace", "array_api_tape", "as_array_type"]
 
-#: Returns the array-API namespace for an ``api_version``; set by :mod:`tapegrad.array_api`
-#: (a higher layer) when it is imported, so this module never imports it.
+# ---------------------------------------------------------------------- array API
+# Array-API-generic code (SciPy with SCIPY_ARRAY_API=1, scikit-learn) asks an array
+# for its namespace and refuses to mix array types.  The namespace lives in
+# tapegrad.array_api (a higher layer), which installs itself here when imported.
+# Tapes whose tracers were asked for it keep "array type in, array type out": the
+# outputs of constant-valued calls (masks, indices, counts) and of the namespace's
+# creation functions come back as constant tracers of the tape.  They carry no
+# gradient, so nothing can go wrong by turning them back into plain values.
+
 _array_namespace: Optional[Callable[[Optional[str]], Any]] = None
+_ARRAY_API_TAPES: "weakref.WeakSet" = weakref.WeakSet()
+_last_array_api_tape: Any = None  # weak reference
 
 
 def set_array_namespace(getter: Callable[[Optional[str]], Any]) -> None:
     """Install the function behind :meth:`Tracer.__array_namespace__`."""
     global _array_namespace
     _array_namespace = getter
+
+
+def array_api_tape() -> Any:
+    """The recording tape whose tracer last asked for the array-API namespace, or ``None``."""
+    tape = _last_array_api_tape() if _last_array_api_tape is not None else None
+    if tape is None or not tape.recording or tape.consumed or tape.released:
+        return None
+    return tape
+
+
+def as_array_type(tape: Any, out: Any) -> Any:
+    """``out`` with its plain arrays (also inside tuples and lists) made constants of ``tape``."""
+    if isinstance(out, (np.ndarray, np.generic)):
+        return tape.constant(out)
+    if isinstance(out, tuple):
+        items = [as_array_type(tape, o) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+    if isinstance(out, list):
+        return [as_array_type(tape, o) for o in out]
+    return out
 
 
 def as_source_value(value: Any) -> Optional[tuple]:
@@ -78,12 +107,20 @@ class Tracer:
 
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return dispatch_ufunc(ufunc, method, inputs, kwargs)
+        out = dispatch_ufunc(ufunc, method, inputs, kwargs)
+        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+            return as_array_type(self._tape, out)
+        return out
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        return dispatch_function(func, args, kwargs)
+        out = dispatch_function(func, args, kwargs)
+        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+            return as_array_type(self._tape, out)
+        return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self.dtype.kind not in "fc":  # integers and booleans carry no gradient
+            return np.array(strip(self), dtype=dtype, copy=copy)
         raise _drop(
             "np.asarray / np.array (or storing it into a plain ndarray)",
             "Build arrays with np.stack / np.concatenate / np.where on the tracers, or copy "
@@ -94,15 +131,21 @@ class Tracer:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
 
     def __float__(self) -> float:
+        if self.dtype.kind not in "fc":
+            return float(strip(self))
         raise _drop("float()", "Keep the value as an array: use x.reshape(()) or x[()] instead.")
 
     def __int__(self) -> int:
+        if self.dtype.kind not in "fc":
+            return int(strip(self))
         raise _drop("int()", "Use np.floor(x) / np.round(x) (constants) if you need integers.")
 
     def __complex__(self) -> complex:
         raise _drop("complex()", "Keep the value as an array.")
 
     def __index__(self) -> int:
+        if self.dtype.kind in "iub":
+            return strip(self).__index__()
         raise _drop("using a traced float as an index", "Index with integer arrays, which carry no gradient.")
 
     def item(self, *args: Any) -> Any:
@@ -197,6 +240,9 @@ class Tracer:
     def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
         if _array_namespace is None:
             raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
+        global _last_array_api_tape
+        _ARRAY_API_TAPES.add(self._tape)
+        _last_array_api_tape = weakref.ref(self._tape)
         return _array_namespace(api_version)
 
     @property
@@ -207,6 +253,37 @@ class Tracer:
         if device != "cpu":
             raise ValueError(f"tapegrad tracers live on the CPU; cannot move to {device!r}")
         return self
+
+    # Bitwise / logical operators (masks carry no gradient: NumPy's constant rules).
+    def __and__(self, other: Any) -> Any:
+        return np.bitwise_and(self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return np.bitwise_and(other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return np.bitwise_or(self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return np.bitwise_or(other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return np.bitwise_xor(self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return np.bitwise_xor(other, self)
+
+    def __lshift__(self, other: Any) -> Any:
+        return np.left_shift(self, other)
+
+    def __rlshift__(self, other: Any) -> Any:
+        return np.left_shift(other, self)
+
+    def __rshift__(self, other: Any) -> Any:
+        return np.right_shift(self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return np.right_shift(other, self)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
@@ -453,6 +530,8 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
     ``index`` is the part of ``target`` that changes; ``writer`` a view through
     which the write was made (it is up to date by construction).
     """
+    if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
+        new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
     if type(new) is not Tracer:
         raise GradientDroppedError(
             "an in-place update of a traced array produced an untraced value (inside "

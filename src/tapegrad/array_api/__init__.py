@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import tracer as _tracer
+from ..dispatch import strip
 from ..tracer import Tracer
 from . import _fft as fft
 from . import _linalg as linalg
@@ -50,17 +51,40 @@ floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less le
 log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum minimum
 multiply negative nextafter not_equal positive pow real reciprocal remainder round sign signbit
 sin sinh square sqrt subtract tan tanh trunc
-arange empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like tril triu
-zeros zeros_like isdtype
-take matmul matrix_transpose tensordot vecdot
+tril triu isdtype
+matmul matrix_transpose tensordot vecdot
 broadcast_arrays broadcast_shapes broadcast_to concat expand_dims flip moveaxis permute_dims repeat
 reshape roll squeeze stack tile unstack
-argmax argmin count_nonzero nonzero searchsorted where
+argmax argmin count_nonzero nonzero where
 unique_all unique_counts unique_inverse unique_values
 cumulative_prod cumulative_sum max mean min prod std sum var
 all any diff isin
 """.split()
 globals().update({name: getattr(np, name) for name in _SAME})
+
+
+# ---------------------------------------------------------------------------- creation
+# While array-API code runs on a tape's tracers, new arrays are constants of that tape:
+# generic code mixes them with the tracers (``xpx.at(xp.zeros(n))[i].set(x)``) and
+# SciPy refuses to mix array types.  Outside (plain use of this module) they are ndarrays.
+def _created(out: Any) -> Any:
+    tape = _tracer.array_api_tape()
+    return out if tape is None else _tracer.as_array_type(tape, out)
+
+
+def _creation(fun: Any) -> Any:
+    def create(*args: Any, **kwargs: Any) -> Any:
+        out = fun(*args, **kwargs)
+        return out if type(out) is Tracer else _created(out)
+
+    create.__name__ = create.__qualname__ = fun.__name__
+    create.__doc__ = f"NumPy's ``{fun.__name__}``; a constant of the active tape inside array-API code."
+    create.__wrapped__ = fun
+    return create
+
+
+_CREATION = "arange empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like zeros zeros_like"
+globals().update({name: _creation(getattr(np, name)) for name in _CREATION.split()})
 
 
 # ---------------------------------------------------------------------------- adapters
@@ -110,7 +134,7 @@ def asarray(
         if dtype is None:
             dtype = np.result_type(*_leaves(obj))
         return _stack_nested(obj, dtype)
-    return np.asarray(obj, dtype=dtype, copy=copy)
+    return _created(np.asarray(obj, dtype=dtype, copy=copy))
 
 
 def _leaves(obj: Any) -> list:
@@ -169,9 +193,25 @@ def argsort(x: Any, /, *, axis: int = -1, descending: builtins.bool = False, sta
     return np.flip(n - 1 - idx, axis=axis)
 
 
+def _index(indices: Any) -> Any:
+    """Integer indices as a plain array: they carry no gradient, and NumPy's gather rules
+    expect plain indices (a traced integer array would route the gather back to them)."""
+    return strip(indices) if type(indices) is Tracer and indices.dtype.kind in "iub" else indices
+
+
+def take(x: Any, indices: Any, /, *, axis: Optional[int] = None) -> Any:
+    """Values of ``x`` at ``indices`` along ``axis`` (NumPy's take)."""
+    return np.take(x, _index(indices), axis=axis)
+
+
 def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
     """Pick values of ``x`` at ``indices`` along ``axis`` (NumPy's take_along_axis)."""
-    return np.take_along_axis(x, indices, axis)
+    return np.take_along_axis(x, _index(indices), axis)
+
+
+def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+    """Insertion indices of ``x2`` into the sorted ``x1`` (a constant)."""
+    return np.searchsorted(x1, x2, side=side, sorter=_index(sorter))
 
 
 # ---------------------------------------------------------------------------- the hook
@@ -189,7 +229,8 @@ _tracer.set_array_namespace(namespace)
 
 __all__ = sorted(
     _SAME
-    + """asarray astype finfo iinfo result_type can_cast clip sort argsort take_along_axis
+    + _CREATION.split()
+    + """asarray astype finfo iinfo result_type can_cast clip sort argsort take take_along_axis searchsorted
     e inf nan pi newaxis bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64
     complex64 complex128 fft linalg special __array_namespace_info__""".split()
 )
