@@ -18,9 +18,11 @@ as it does for JAX or PyTorch arrays).
 ``other``     any other exception (a bug: the harness or tapegrad must explain it).
 
 ``python -m tests.scipy_cases`` prints the per-module table for the mode the
-process runs in; ``--json`` prints every case's status (the test of the
-array-API mode runs this in a subprocess with ``SCIPY_ARRAY_API=1``, which
-SciPy reads once, at import).
+process runs in (``SCIPY_ARRAY_API=1 python -m tests.scipy_cases`` for the
+array-API mode; ``-v`` lists what does not pass); ``--json`` prints every case's
+status and ``--sklearn`` adds the scikit-learn cases (array-API mode only).  The
+test of the array-API mode runs this in a subprocess with ``SCIPY_ARRAY_API=1``,
+which SciPy reads once, at import.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
@@ -249,6 +251,28 @@ CASES = [
 ]
 
 
+def sklearn_cases() -> list:
+    """scikit-learn metrics with ``array_api_dispatch=True`` (needs SciPy's array-API mode).
+
+    scikit-learn returns averaged metrics as Python floats (``float(...)``, which a
+    tracer refuses); ``multioutput="raw_values"`` keeps them arrays.
+    """
+    import sklearn
+    import sklearn.metrics as skm
+
+    sklearn.set_config(array_api_dispatch=True)
+    raw = {"multioutput": "raw_values"}
+    return [
+        Case("sklearn", "mean_squared_error", lambda t, p: skm.mean_squared_error(t, p, **raw), (_u(6, 2), _u(6, 2))),
+        Case("sklearn", "r2_score", lambda t, p: skm.r2_score(t, p, **raw), (_u(6, 2), _u(6, 2))),
+        Case("sklearn", "mean_absolute_error", lambda t, p: skm.mean_absolute_error(t, p, **raw), (_u(6, 2), _u(6, 2))),
+        Case("sklearn", "explained_variance_score", lambda t, p: skm.explained_variance_score(t, p, **raw), (_u(6, 2), _u(6, 2))),
+        Case("sklearn", "mean_pinball_loss", lambda t, p: skm.mean_pinball_loss(t, p, **raw), (_u(6, 2), _u(6, 2))),
+        Case("sklearn", "pairwise.euclidean_distances", skm.pairwise.euclidean_distances, (_u(3, 2), _u(4, 2))),
+        Case("sklearn", "pairwise.rbf_kernel", lambda a, b: skm.pairwise.rbf_kernel(a, b, gamma=0.5), (_u(3, 2), _u(4, 2))),
+    ]
+
+
 def run_case(case: Case) -> Tuple[str, str]:
     """Check one case: ``(status, detail)`` with the statuses of the module docstring."""
     tol = {"rtol": 1e-5, "atol": 1e-6, **case.tol}
@@ -278,9 +302,9 @@ def array_api_mode() -> bool:
     return bool(SCIPY_ARRAY_API)
 
 
-def run_all() -> dict:
+def run_all(cases: Optional[list] = None) -> dict:
     """``{case name: [module, status, detail]}`` for every case, in this process's SciPy mode."""
-    return {f"{c.module}:{c.name}": [c.module, *run_case(c)] for c in CASES}
+    return {f"{c.module}:{c.name}": [c.module, *run_case(c)] for c in (CASES if cases is None else cases)}
 
 
 def table(results: dict) -> str:
@@ -298,7 +322,8 @@ def table(results: dict) -> str:
 
 
 def main(argv: list) -> None:
-    results = run_all()
+    cases = CASES + (sklearn_cases() if "--sklearn" in argv else [])
+    results = run_all(cases)
     if "--json" in argv:
         print(json.dumps(results))
         return
