@@ -21,34 +21,33 @@ import numpy as np
 
 from .errors import GradientDroppedError
 
-__all__ = ["Tracer", "as_source_value", "set_array_namespace", "array_api_tape", "as_array_type"]
+__all__ = ["Tracer", "as_source_value", "set_array_namespace", "as_array_type"]
 
 # ---------------------------------------------------------------------- array API
 # Array-API-generic code (SciPy with SCIPY_ARRAY_API=1, scikit-learn) asks an array
 # for its namespace and refuses to mix array types.  The namespace lives in
 # tapegrad.array_api (a higher layer), which installs itself here when imported.
 # Tapes whose tracers were asked for it keep "array type in, array type out": the
-# outputs of constant-valued calls (masks, indices, counts) and of the namespace's
-# creation functions come back as constant tracers of the tape.  They carry no
-# gradient, so nothing can go wrong by turning them back into plain values.
+# outputs of constant-valued calls (masks, indices, counts) come back as constant
+# tracers of the tape (so do the namespace's creation functions, see
+# tapegrad.array_api).  Integers and booleans carry no gradient, so such tracers
+# turn back into plain values freely (int(), np.asarray, indexing).
 
-_array_namespace: Optional[Callable[[Optional[str]], Any]] = None
+_array_namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
 _ARRAY_API_TAPES: "weakref.WeakSet" = weakref.WeakSet()
-_last_array_api_tape: Any = None  # weak reference
 
 
-def set_array_namespace(getter: Callable[[Optional[str]], Any]) -> None:
-    """Install the function behind :meth:`Tracer.__array_namespace__`."""
+def set_array_namespace(getter: Callable[[Any, Optional[str]], Any]) -> None:
+    """Install ``getter(tape, api_version)``, the function behind :meth:`Tracer.__array_namespace__`."""
     global _array_namespace
     _array_namespace = getter
 
 
-def array_api_tape() -> Any:
-    """The recording tape whose tracer last asked for the array-API namespace, or ``None``."""
-    tape = _last_array_api_tape() if _last_array_api_tape is not None else None
-    if tape is None or not tape.recording or tape.consumed or tape.released:
-        return None
-    return tape
+def _typed(self: "Tracer", out: Any) -> Any:
+    """An operator's result; integer results on an array-API tape stay tracers (as in __array_ufunc__)."""
+    if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+        return as_array_type(self._tape, out)
+    return out
 
 
 def as_array_type(tape: Any, out: Any) -> Any:
@@ -240,10 +239,8 @@ class Tracer:
     def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
         if _array_namespace is None:
             raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
-        global _last_array_api_tape
         _ARRAY_API_TAPES.add(self._tape)
-        _last_array_api_tape = weakref.ref(self._tape)
-        return _array_namespace(api_version)
+        return _array_namespace(self._tape, api_version)
 
     @property
     def device(self) -> str:
@@ -368,28 +365,28 @@ class Tracer:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Any:
-        return record_binary(RULES[np.add], self, other)
+        return _typed(self, record_binary(RULES[np.add], self, other))
 
     def __radd__(self, other: Any) -> Any:
-        return record_binary(RULES[np.add], other, self)
+        return _typed(self, record_binary(RULES[np.add], other, self))
 
     def __sub__(self, other: Any) -> Any:
-        return record_binary(RULES[np.subtract], self, other)
+        return _typed(self, record_binary(RULES[np.subtract], self, other))
 
     def __rsub__(self, other: Any) -> Any:
-        return record_binary(RULES[np.subtract], other, self)
+        return _typed(self, record_binary(RULES[np.subtract], other, self))
 
     def __mul__(self, other: Any) -> Any:
-        return record_binary(RULES[np.multiply], self, other)
+        return _typed(self, record_binary(RULES[np.multiply], self, other))
 
     def __rmul__(self, other: Any) -> Any:
-        return record_binary(RULES[np.multiply], other, self)
+        return _typed(self, record_binary(RULES[np.multiply], other, self))
 
     def __truediv__(self, other: Any) -> Any:
-        return record_binary(RULES[np.true_divide], self, other)
+        return _typed(self, record_binary(RULES[np.true_divide], self, other))
 
     def __rtruediv__(self, other: Any) -> Any:
-        return record_binary(RULES[np.true_divide], other, self)
+        return _typed(self, record_binary(RULES[np.true_divide], other, self))
 
     def __floordiv__(self, other: Any) -> Any:
         return np.floor_divide(self, other)
@@ -410,10 +407,10 @@ class Tracer:
         return np.divmod(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return record_binary(RULES[np.power], self, other)
+        return _typed(self, record_binary(RULES[np.power], self, other))
 
     def __rpow__(self, other: Any) -> Any:
-        return record_binary(RULES[np.power], other, self)
+        return _typed(self, record_binary(RULES[np.power], other, self))
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -422,7 +419,7 @@ class Tracer:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return record_unary(RULES[np.negative], self)
+        return _typed(self, record_unary(RULES[np.negative], self))
 
     def __pos__(self) -> Any:
         return np.positive(self)

@@ -51,7 +51,8 @@ floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less le
 log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum minimum
 multiply negative nextafter not_equal positive pow real reciprocal remainder round sign signbit
 sin sinh square sqrt subtract tan tanh trunc
-tril triu isdtype
+arange empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like tril triu
+zeros zeros_like isdtype
 matmul matrix_transpose tensordot vecdot
 broadcast_arrays broadcast_shapes broadcast_to concat expand_dims flip moveaxis permute_dims repeat
 reshape roll squeeze stack tile unstack
@@ -61,30 +62,6 @@ cumulative_prod cumulative_sum max mean min prod std sum var
 all any diff isin
 """.split()
 globals().update({name: getattr(np, name) for name in _SAME})
-
-
-# ---------------------------------------------------------------------------- creation
-# While array-API code runs on a tape's tracers, new arrays are constants of that tape:
-# generic code mixes them with the tracers (``xpx.at(xp.zeros(n))[i].set(x)``) and
-# SciPy refuses to mix array types.  Outside (plain use of this module) they are ndarrays.
-def _created(out: Any) -> Any:
-    tape = _tracer.array_api_tape()
-    return out if tape is None else _tracer.as_array_type(tape, out)
-
-
-def _creation(fun: Any) -> Any:
-    def create(*args: Any, **kwargs: Any) -> Any:
-        out = fun(*args, **kwargs)
-        return out if type(out) is Tracer else _created(out)
-
-    create.__name__ = create.__qualname__ = fun.__name__
-    create.__doc__ = f"NumPy's ``{fun.__name__}``; a constant of the active tape inside array-API code."
-    create.__wrapped__ = fun
-    return create
-
-
-_CREATION = "arange empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like zeros zeros_like"
-globals().update({name: _creation(getattr(np, name)) for name in _CREATION.split()})
 
 
 # ---------------------------------------------------------------------------- adapters
@@ -134,7 +111,7 @@ def asarray(
         if dtype is None:
             dtype = np.result_type(*_leaves(obj))
         return _stack_nested(obj, dtype)
-    return _created(np.asarray(obj, dtype=dtype, copy=copy))
+    return np.asarray(obj, dtype=dtype, copy=copy)
 
 
 def _leaves(obj: Any) -> list:
@@ -215,21 +192,29 @@ def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None)
 
 
 # ---------------------------------------------------------------------------- the hook
-def namespace(api_version: Optional[str] = None) -> Any:
-    """Return this module for a supported ``api_version`` (what ``Tracer.__array_namespace__`` calls)."""
+import sys as _sys  # noqa: E402
+import weakref as _weakref  # noqa: E402
+
+from ._bound import TapeNamespace as _TapeNamespace  # noqa: E402
+
+_MODULE = _sys.modules[__name__]
+_VIEWS: "_weakref.WeakKeyDictionary" = _weakref.WeakKeyDictionary()
+
+
+def namespace(tape: Any, api_version: Optional[str] = None) -> Any:
+    """The namespace for the tracers of ``tape`` (what ``Tracer.__array_namespace__`` returns)."""
     if api_version is not None and api_version not in _VERSIONS:
         raise ValueError(f"tapegrad's array-API namespace supports versions {_VERSIONS}; got {api_version!r}")
-    return _NAMESPACE
+    view = _VIEWS.get(tape)
+    if view is None:
+        view = _VIEWS[tape] = _TapeNamespace(_MODULE, fft, tape)
+    return view
 
 
-import sys as _sys  # noqa: E402
-
-_NAMESPACE = _sys.modules[__name__]
 _tracer.set_array_namespace(namespace)
 
 __all__ = sorted(
     _SAME
-    + _CREATION.split()
     + """asarray astype finfo iinfo result_type can_cast clip sort argsort take take_along_axis searchsorted
     e inf nan pi newaxis bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64
     complex64 complex128 fft linalg special __array_namespace_info__""".split()

@@ -10,8 +10,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..tracer import array_api_tape, as_array_type
-
 __all__ = [
     "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
     "fftfreq", "rfftfreq", "fftshift", "ifftshift",
@@ -32,18 +30,13 @@ fftshift = _f.fftshift
 ifftshift = _f.ifftshift
 
 
-def _created(out: np.ndarray) -> Any:
-    tape = array_api_tape()  # inside array-API code on tracers: a constant of their tape
-    return out if tape is None else as_array_type(tape, out)
-
-
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Optional[Any] = None, device: Optional[Any] = None) -> np.ndarray:
     """Sample frequencies of ``fft`` (a constant)."""
     out = _f.fftfreq(n, d=d, device=device)
-    return _created(out if dtype is None else out.astype(dtype, copy=False))
+    return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Optional[Any] = None, device: Optional[Any] = None) -> np.ndarray:
     """Sample frequencies of ``rfft`` (a constant)."""
     out = _f.rfftfreq(n, d=d, device=device)
-    return _created(out if dtype is None else out.astype(dtype, copy=False))
+    return out if dtype is None else out.astype(dtype, copy=False)
