@@ -11,6 +11,7 @@ none may give a wrong number or an unexplained exception.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -38,16 +39,17 @@ def test_default_mode(case):
     _check(*run_case(case))
 
 
+def _run_array_api_mode(args):
+    """``python args...`` in a fresh process with SCIPY_ARRAY_API=1 and this very tapegrad."""
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    src = str(pathlib.Path(tapegrad.__file__).resolve().parent.parent)  # a checkout's src/ or site-packages
+    env["PYTHONPATH"] = os.pathsep.join([src, str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def array_api_results():
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    # The subprocess must import this very tapegrad (a worktree checkout or an install).
-    src = str(pathlib.Path(tapegrad.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([src, str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.scipy_cases", "--json", "--sklearn"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
+    proc = _run_array_api_mode(["-m", "tests.scipy_cases", "--json", "--sklearn"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -73,3 +75,15 @@ def test_scikit_learn_metrics_with_array_api_dispatch(array_api_results):
     sk = {n: s for n, (m, s, _) in array_api_results.items() if m == "sklearn"}
     assert len(sk) >= 5
     assert all(s == "pass" for s in sk.values()), sk
+
+
+def test_docs_array_api_examples_run():
+    """The array-API-mode examples of docs/scipy-sklearn.md (``{code-block} python`` fences,
+    which tests/test_docs.py leaves alone: they need a fresh SciPy) each print True."""
+    text = (ROOT / "docs" / "scipy-sklearn.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```\{code-block\} python\n(.*?)^```", text, re.M | re.S)
+    assert len(blocks) >= 3
+    proc = _run_array_api_mode(["-c", "\n".join(blocks)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.split()
+    assert len(lines) >= 9 and set(lines) == {"True"}, proc.stdout
