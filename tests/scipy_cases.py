@@ -28,7 +28,6 @@ which SciPy reads once, at import.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple

@@ -365,28 +365,36 @@ class Tracer:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.add], self, other))
+        out = record_binary(RULES[np.add], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __radd__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.add], other, self))
+        out = record_binary(RULES[np.add], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __sub__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.subtract], self, other))
+        out = record_binary(RULES[np.subtract], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rsub__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.subtract], other, self))
+        out = record_binary(RULES[np.subtract], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __mul__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.multiply], self, other))
+        out = record_binary(RULES[np.multiply], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rmul__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.multiply], other, self))
+        out = record_binary(RULES[np.multiply], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __truediv__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.true_divide], self, other))
+        out = record_binary(RULES[np.true_divide], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.true_divide], other, self))
+        out = record_binary(RULES[np.true_divide], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __floordiv__(self, other: Any) -> Any:
         return np.floor_divide(self, other)
@@ -407,10 +415,12 @@ class Tracer:
         return np.divmod(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.power], self, other))
+        out = record_binary(RULES[np.power], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rpow__(self, other: Any) -> Any:
-        return _typed(self, record_binary(RULES[np.power], other, self))
+        out = record_binary(RULES[np.power], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -419,7 +429,8 @@ class Tracer:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return _typed(self, record_unary(RULES[np.negative], self))
+        out = record_unary(RULES[np.negative], self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __pos__(self) -> Any:
         return np.positive(self)

@@ -8,17 +8,20 @@ the standard's signature to NumPy's (``sort(descending=)``, ``clip(min=, max=)``
 ``asarray`` of nested lists of tracers, ``finfo`` of a tracer), so tracers reach
 the same derivative rules as ordinary NumPy code through NEP 13/18.
 
-Plain (non-tracer) inputs go to NumPy unchanged and give plain ndarrays;
-tracers in, tracers out.  Dtype objects are NumPy's, the only device is
-``"cpu"``.  Extensions: :mod:`~tapegrad.array_api.linalg`,
-:mod:`~tapegrad.array_api.fft`, and ``special`` (SciPy's ufuncs, looked up by
-SciPy before it falls back to ``np.asarray``).
+Used directly, plain (non-tracer) inputs go to NumPy unchanged and give plain
+ndarrays; tracers in, tracers out.  ``Tracer.__array_namespace__()`` returns
+this module as seen from the tracer's tape (:mod:`tapegrad.array_api._bound`):
+there, creation functions give constants of that tape, and constant-valued
+results on its tracers (masks, indices) stay tracers, because array-API code
+refuses to mix array types.  Dtype objects are NumPy's, the only device is
+``"cpu"``.  Extensions: ``linalg``, ``fft``, and ``special`` (SciPy's ufuncs,
+which SciPy looks up before it falls back to ``np.asarray``).
 """
 
 from __future__ import annotations
 
 import builtins
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -71,7 +74,7 @@ def _as_dtype_arg(x: Any) -> Any:
 
 
 def _check_device(device: Any) -> None:
-    if device is not None and device != "cpu" and device is not np.__array_namespace_info__().default_device():
+    if device is not None and device != "cpu":
         raise ValueError(f"tapegrad arrays live on the CPU; unsupported device {device!r}")
 
 
