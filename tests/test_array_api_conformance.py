@@ -396,3 +396,38 @@ def test_gradients_through_the_namespace(name, fun, args):
         return [o for o in _leaves(fun(xp, *a)) if np.asarray(strip(o)).dtype.kind in "fc"]
 
     check_grads(f, args, rtol=1e-5, atol=1e-6)
+
+
+def test_asarray_of_tracers_builds_a_traced_array():
+    def f(x):
+        xp = x.__array_namespace__() if isinstance(x, tg.Tracer) else XP
+        m = xp.asarray([[x[0], 2.0 * x[1]], [x[1] ** 2, 1.5]])  # nested lists of tracers and numbers
+        same = xp.asarray(x, copy=True)
+        return xp.linalg.det(m) * xp.sum(same) + xp.sum(xp.asarray(x, dtype=xp.float64))
+
+    x = np.array([0.7, -0.4])
+    check_grads(f, [x])
+    with tg.GradientTape() as tape:
+        t = tape.watch(x)
+        with pytest.raises(ValueError):
+            XP.asarray(t, dtype=np.float32, copy=False)
+        assert XP.asarray(t) is t and XP.asarray(t, dtype=np.float32).dtype == np.float32
+
+
+def test_special_routes_to_scipy_ufuncs_and_their_rules():
+    sc = pytest.importorskip("scipy.special")
+    from scipy.special import _ufuncs
+
+    for name in ("erf", "gammaln", "expit", "xlogy"):
+        assert getattr(XP.special, name) is getattr(_ufuncs, name)
+    assert not hasattr(XP.special, "logsumexp")  # not a ufunc: SciPy uses its generic code
+    x, y = np.array([0.3, 1.2, 2.5]), np.array([0.5, 1.5, 3.0])
+
+    def f(x, y):
+        s = XP.special
+        return s.erf(x) + s.gammaln(y) + s.expit(x * y) + s.xlogy(x, y) + s.polygamma(1, y) + s.multigammaln(y + 1, 2)
+
+    check_grads(f, [x, y])
+    np.testing.assert_allclose(
+        f(x, y), sc.erf(x) + sc.gammaln(y) + sc.expit(x * y) + sc.xlogy(x, y) + sc.polygamma(1, y) + sc.multigammaln(y + 1, 2)
+    )
