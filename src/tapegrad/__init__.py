@@ -13,6 +13,7 @@ array([0.        , 1.38177329])
 
 from .tracer import Tracer
 from . import rules as _rules  # noqa: F401  (registers the derivative table)
+from . import array_api  # noqa: F401  (Tracer.__array_namespace__; NumPy only)
 from .api import batch_jacobian, gradients, grad, hessian, jacobian, jacrev, stop_gradient, value_and_grad, vjp
 from .errors import (
     GradientDroppedError,

@@ -337,6 +337,10 @@ def call_rule(rule: Rule, args: tuple, kwargs: dict) -> Any:
     if kind is PRIMITIVE:
         return record(rule, args, kwargs)
     if kind is COMPOSITE:
+        # Integer and boolean tracers (constants of an array-API tape) are indices,
+        # masks and counts: a composite computes with them as plain arrays.
+        if any(type(a) is Tracer and a.dtype.kind not in "fc" for a in args):
+            args = tuple(strip(a) if type(a) is Tracer and a.dtype.kind not in "fc" else a for a in args)
         return rule.impl(*args, **kwargs)
     if kind is CONSTANT:
         out = call_constant(rule.fun, args, kwargs)

@@ -244,7 +244,12 @@ _CONVERSION = re.compile(
 # Library code that takes a tracer for something other than an array and says so in its
 # own words: (module of the raising frame, message).  SciPy's array-API helpers treat an
 # object without ``__array_namespace__`` as read-only, so ``xpx.at(x, i).set(v)`` refuses.
-_LIBRARY_REFUSALS = (("scipy._lib.array_api_extra.", re.compile(r"^Can't update read-only array")),)
+# SciPy's array-API mode also refuses a plain ndarray it built itself next to a tracer
+# ("Multiple namespaces"): that step mixes array types and cannot be traced as it is.
+_LIBRARY_REFUSALS = (
+    ("scipy._lib.array_api_extra.", re.compile(r"^Can't update read-only array")),
+    ("scipy._lib.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
+)
 
 
 def _library_refusal(frames: List[Tuple[FrameType, int]], message: str) -> bool:

@@ -15,7 +15,7 @@ the gradient.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -24,7 +24,18 @@ from .errors import GradientDroppedError
 from .registry import RULES
 from .tree import tree_map
 
-__all__ = ["Tracer", "as_source_value", "strip", "stop_gradient", "unwrap_above", "is_basic_index", "ROUTES", "METHOD_FUNCTIONS"]
+__all__ = [
+    "Tracer",
+    "as_source_value",
+    "strip",
+    "stop_gradient",
+    "unwrap_above",
+    "is_basic_index",
+    "ROUTES",
+    "METHOD_FUNCTIONS",
+    "set_array_namespace",
+    "as_array_type",
+]
 
 
 class _Routes:
@@ -76,6 +87,44 @@ def stop_gradient(x: Any) -> Any:
     """
     return tree_map(strip, x)
 
+# ---------------------------------------------------------------------- array API
+# Array-API-generic code (SciPy with SCIPY_ARRAY_API=1, scikit-learn) asks an array
+# for its namespace and refuses to mix array types.  The namespace lives in
+# tapegrad.array_api (a higher layer), which installs itself here when imported.
+# Tapes whose tracers were asked for it keep "array type in, array type out": the
+# outputs of constant-valued calls (masks, indices, counts) come back as constant
+# tracers of the tape (so do the namespace's creation functions, see
+# tapegrad.array_api).  Integers and booleans carry no gradient, so such tracers
+# turn back into plain values freely (int(), np.asarray, indexing).
+
+_array_namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
+_ARRAY_API_TAPES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def set_array_namespace(getter: Callable[[Any, Optional[str]], Any]) -> None:
+    """Install ``getter(tape, api_version)``, the function behind :meth:`Tracer.__array_namespace__`."""
+    global _array_namespace
+    _array_namespace = getter
+
+
+def _typed(self: "Tracer", out: Any) -> Any:
+    """An operator's result; integer results on an array-API tape stay tracers (as in __array_ufunc__)."""
+    if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+        return as_array_type(self._tape, out)
+    return out
+
+
+def as_array_type(tape: Any, out: Any) -> Any:
+    """``out`` with its plain arrays (also inside tuples and lists) made constants of ``tape``."""
+    if isinstance(out, (np.ndarray, np.generic)):
+        return tape.constant(out)
+    if isinstance(out, tuple):
+        items = [as_array_type(tape, o) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+    if isinstance(out, list):
+        return [as_array_type(tape, o) for o in out]
+    return out
+
 
 def as_source_value(value: Any) -> Optional[tuple]:
     """Prepare a value to be watched: ``(raw, traceable)``; ``None`` stays ``None``."""
@@ -123,12 +172,20 @@ class Tracer:
 
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return ROUTES.ufunc(ufunc, method, inputs, kwargs)
+        out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
+        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+            return as_array_type(self._tape, out)
+        return out
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        return ROUTES.function(func, args, kwargs)
+        out = ROUTES.function(func, args, kwargs)
+        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+            return as_array_type(self._tape, out)
+        return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self.dtype.kind not in "fc":  # integers and booleans carry no gradient
+            return np.array(strip(self), dtype=dtype, copy=copy)
         if dtype is not None and np.dtype(dtype).kind in "iub":
             # An integer or boolean cast (np.int64(x), np.asarray(x, dtype=int)) carries no
             # gradient: it is x.astype(dtype), a constant.
@@ -140,6 +197,8 @@ class Tracer:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
 
     def __float__(self) -> float:
+        if self.dtype.kind not in "fc":
+            return float(strip(self))
         raise _drop(
             "float() (which NumPy also calls to store it into an element of a plain array: out[i] = x)",
             "Keep the value as an array (x.reshape(()) or x[()]); to fill an array element by "
@@ -158,6 +217,8 @@ class Tracer:
         )
 
     def __index__(self) -> int:
+        if self.dtype.kind in "iub":
+            return strip(self).__index__()
         raise _drop("using a traced float as an index", "Index with integer arrays, which carry no gradient.")
 
     def item(self, *args: Any) -> Any:
@@ -210,11 +271,6 @@ class Tracer:
         return self.size * self.dtype.itemsize
 
     @property
-    def device(self) -> str:
-        # As ndarray.device (array API): a tracer's values are NumPy arrays on the CPU.
-        return "cpu"
-
-    @property
     def T(self) -> "Tracer":
         return np.transpose(self)
 
@@ -251,6 +307,54 @@ class Tracer:
 
     def __reduce__(self) -> Any:
         raise _drop("pickling", "Pickle the plain result after differentiation instead.")
+
+    # ------------------------------------------------------------------ array API
+    # What array-API-generic libraries (SciPy's array-API mode, scikit-learn) read.
+    def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
+        if _array_namespace is None:
+            raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
+        _ARRAY_API_TAPES.add(self._tape)
+        return _array_namespace(self._tape, api_version)
+
+    @property
+    def device(self) -> str:
+        return "cpu"  # what NumPy's arrays report
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "Tracer":
+        if device != "cpu":
+            raise ValueError(f"tapegrad tracers live on the CPU; cannot move to {device!r}")
+        return self
+
+    # Bitwise / logical operators (masks carry no gradient: NumPy's constant rules).
+    def __and__(self, other: Any) -> Any:
+        return np.bitwise_and(self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return np.bitwise_and(other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return np.bitwise_or(self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return np.bitwise_or(other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return np.bitwise_xor(self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return np.bitwise_xor(other, self)
+
+    def __lshift__(self, other: Any) -> Any:
+        return np.left_shift(self, other)
+
+    def __rlshift__(self, other: Any) -> Any:
+        return np.left_shift(other, self)
+
+    def __rshift__(self, other: Any) -> Any:
+        return np.right_shift(self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return np.right_shift(other, self)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
@@ -337,28 +441,36 @@ class Tracer:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.add], self, other)
+        out = ROUTES.binary(RULES[np.add], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __radd__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.add], other, self)
+        out = ROUTES.binary(RULES[np.add], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __sub__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.subtract], self, other)
+        out = ROUTES.binary(RULES[np.subtract], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rsub__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.subtract], other, self)
+        out = ROUTES.binary(RULES[np.subtract], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __mul__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.multiply], self, other)
+        out = ROUTES.binary(RULES[np.multiply], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rmul__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.multiply], other, self)
+        out = ROUTES.binary(RULES[np.multiply], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __truediv__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.true_divide], self, other)
+        out = ROUTES.binary(RULES[np.true_divide], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.true_divide], other, self)
+        out = ROUTES.binary(RULES[np.true_divide], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __floordiv__(self, other: Any) -> Any:
         return np.floor_divide(self, other)
@@ -379,10 +491,12 @@ class Tracer:
         return np.divmod(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.power], self, other)
+        out = ROUTES.binary(RULES[np.power], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __rpow__(self, other: Any) -> Any:
-        return ROUTES.binary(RULES[np.power], other, self)
+        out = ROUTES.binary(RULES[np.power], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -391,7 +505,8 @@ class Tracer:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return ROUTES.unary(RULES[np.negative], self)
+        out = ROUTES.unary(RULES[np.negative], self)
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __pos__(self) -> Any:
         return np.positive(self)
@@ -513,6 +628,8 @@ def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Elli
     ``index`` is the part of ``target`` that changes; ``writer`` a view through
     which the write was made (it is up to date by construction).
     """
+    if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
+        new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
     if type(new) is not Tracer:
         raise GradientDroppedError(
             "an in-place update of a traced array produced an untraced value (inside "

@@ -78,7 +78,8 @@ def _group_values(x, axis, index, inverse, counts):
     finite = np.where(np.isfinite(np.moveaxis(strip(x), axis, 0)), moved, 0)
     first = moved[index]
     diff = finite - finite[index][inverse]
-    share = np.reshape(counts[inverse], (-1,) + (1,) * (np.ndim(moved) - 1))
+    # In x's dtype: integer counts would promote float32 values to float64.
+    share = np.reshape(counts[inverse], (-1,) + (1,) * (np.ndim(moved) - 1)).astype(strip(x).dtype)
     spread = untake(diff / share, (inverse,), np.shape(first))
     return np.moveaxis(first + spread, 0, axis)
 
