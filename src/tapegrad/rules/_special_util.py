@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import NonDifferentiableArgumentError
 
-__all__ = ["nonzero", "real_only", "near", "polyval"]
+__all__ = ["nonzero", "real_only", "near", "polyval", "unless_unused"]
 
 
 def nonzero(a: Any) -> Any:
@@ -54,3 +54,14 @@ def near(x: Any, x0: float, radius: float, series: Callable[[Any], Any], formula
     close = np.abs(x - x0) < radius
     safe = np.where(close, x0 + 2 * radius, x)
     return np.where(close, series(x), formula(safe))
+
+
+def unless_unused(g: Any, d: Any, singular: Any) -> Any:
+    """``g * d`` for a derivative ``d`` that is infinite where ``singular``, but 0 there when
+    ``g`` is 0.
+
+    A multi-output ufunc (``sici``, ``iti0k0``, ...) may have one output singular at a
+    point where the others are finite; when only the others are used, that output's
+    cotangent is 0 and ``0 * inf`` would turn a finite gradient into NaN.
+    """
+    return np.where(singular & (g == 0), 0.0, g * d)

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.special as sc
 
 from ..registry import CONSTANT_ARG
-from ._special_util import nonzero, real_only
+from ._special_util import nonzero, real_only, unless_unused
 from .ufuncs import defufunc
 
 __all__: list = []
@@ -113,8 +113,9 @@ defufunc(sc.modstruve, None, _struve_vjp(sc.modstruve, 1), note=_ORDER_NOTE)
 defufunc(sc.itstruve0, lambda g, ans, x: g * sc.struve(0.0, x))
 defufunc(sc.it2struve0, lambda g, ans, x: g * (-sc.struve(0.0, x) / x))
 defufunc(sc.itmodstruve0, lambda g, ans, x: g * sc.modstruve(0.0, x))
-defufunc(sc.iti0k0, lambda g, ans, x: g[0] * sc.i0(x) + g[1] * sc.k0(x))
-defufunc(sc.itj0y0, lambda g, ans, x: g[0] * sc.j0(x) + g[1] * sc.y0(x))
+# The second outputs are singular at 0 (k0, y0, k0/x, y0/x): see unless_unused.
+defufunc(sc.iti0k0, lambda g, ans, x: g[0] * sc.i0(x) + unless_unused(g[1], sc.k0(x), x == 0))
+defufunc(sc.itj0y0, lambda g, ans, x: g[0] * sc.j0(x) + unless_unused(g[1], sc.y0(x), x == 0))
 
 
 def _it2_first(g, ans, x, fun, sign):
@@ -125,11 +126,11 @@ def _it2_first(g, ans, x, fun, sign):
 
 defufunc(
     sc.it2i0k0,
-    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.i0, 1) + g[1] * (-sc.k0(x) / x),
+    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.i0, 1) + unless_unused(g[1], -sc.k0(x) / x, x == 0),
 )
 defufunc(
     sc.it2j0y0,
-    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.j0, -1) + g[1] * (-sc.y0(x) / x),
+    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.j0, -1) + unless_unused(g[1], -sc.y0(x) / x, x == 0),
 )
 # besselpoly(a, lmb, nu) = int_0^1 x**lmb J_nu(2 a x) dx.
 defufunc(
@@ -161,7 +162,8 @@ def _kelvin_vjp(g, ans, x):
     be, ke, bep, kep = ans
     bepp = 1j * be - (_over_x(sc.berp(x), x, 0.0) + 1j * _over_x(sc.beip(x), x, 0.5))
     kepp = 1j * ke - kep / x
-    return g[0] * bep + g[1] * kep + g[2] * bepp + g[3] * kepp
+    zero = x == 0  # Ke and Kep are infinite there
+    return g[0] * bep + unless_unused(g[1], kep, zero) + g[2] * bepp + unless_unused(g[3], kepp, zero)
 
 
 defufunc(sc.kelvin, _kelvin_vjp)
@@ -182,11 +184,11 @@ def _airye_vjp(g, ans, x):
     eai, eaip, ebi, ebip = ans
     pos = x > 0
     s = np.where(pos, np.sqrt(np.where(pos, x, 1.0)), 0.0)
-    # SciPy's eAi is nan for x < 0: keep that nan out of the Bi part of the cotangent
-    # (at every order: the masked values are replaced before any arithmetic).
+    # SciPy's eAi is nan for x < 0 (so is any loss using it): keep that nan out of the
+    # Bi part of the cotangent, at every order, by masking it before any arithmetic.
     eai, eaip = np.where(pos, eai, 0.0), np.where(pos, eaip, 0.0)
     ai_part = g[0] * (eaip + s * eai) + g[1] * (x * eai + s * eaip)
-    return np.where(pos, ai_part, np.nan * ai_part) + g[2] * (ebip - s * ebi) + g[3] * (x * ebi - s * ebip)
+    return ai_part + g[2] * (ebip - s * ebi) + g[3] * (x * ebi - s * ebip)
 
 
 defufunc(sc.airye, real_only(_airye_vjp, "scipy.special.airye"), note="real x only")
