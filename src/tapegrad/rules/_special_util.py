@@ -56,12 +56,14 @@ def near(x: Any, x0: float, radius: float, series: Callable[[Any], Any], formula
     return np.where(close, series(x), formula(safe))
 
 
-def unless_unused(g: Any, d: Any, singular: Any) -> Any:
-    """``g * d`` for a derivative ``d`` that is infinite where ``singular``, but 0 there when
+def unless_unused(g: Any, d: Callable[[], Any], singular: Any) -> Any:
+    """``g * d()`` for a derivative that is infinite where ``singular``, but 0 there when
     ``g`` is 0.
 
     A multi-output ufunc (``sici``, ``iti0k0``, ...) may have one output singular at a
     point where the others are finite; when only the others are used, that output's
-    cotangent is 0 and ``0 * inf`` would turn a finite gradient into NaN.
+    cotangent is 0 and ``0 * inf`` would turn a finite gradient into NaN.  The
+    singular output's own value is infinite there, so no warning is added.
     """
-    return np.where(singular & (g == 0), 0.0, g * d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(singular & (g == 0), 0.0, g * d())

@@ -114,8 +114,8 @@ defufunc(sc.itstruve0, lambda g, ans, x: g * sc.struve(0.0, x))
 defufunc(sc.it2struve0, lambda g, ans, x: g * (-sc.struve(0.0, x) / x))
 defufunc(sc.itmodstruve0, lambda g, ans, x: g * sc.modstruve(0.0, x))
 # The second outputs are singular at 0 (k0, y0, k0/x, y0/x): see unless_unused.
-defufunc(sc.iti0k0, lambda g, ans, x: g[0] * sc.i0(x) + unless_unused(g[1], sc.k0(x), x == 0))
-defufunc(sc.itj0y0, lambda g, ans, x: g[0] * sc.j0(x) + unless_unused(g[1], sc.y0(x), x == 0))
+defufunc(sc.iti0k0, lambda g, ans, x: g[0] * sc.i0(x) + unless_unused(g[1], lambda: sc.k0(x), x == 0))
+defufunc(sc.itj0y0, lambda g, ans, x: g[0] * sc.j0(x) + unless_unused(g[1], lambda: sc.y0(x), x == 0))
 
 
 def _it2_first(g, ans, x, fun, sign):
@@ -126,11 +126,11 @@ def _it2_first(g, ans, x, fun, sign):
 
 defufunc(
     sc.it2i0k0,
-    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.i0, 1) + unless_unused(g[1], -sc.k0(x) / x, x == 0),
+    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.i0, 1) + unless_unused(g[1], lambda: -sc.k0(x) / x, x == 0),
 )
 defufunc(
     sc.it2j0y0,
-    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.j0, -1) + unless_unused(g[1], -sc.y0(x) / x, x == 0),
+    lambda g, ans, x: g[0] * _it2_first(g, ans, x, sc.j0, -1) + unless_unused(g[1], lambda: -sc.y0(x) / x, x == 0),
 )
 # besselpoly(a, lmb, nu) = int_0^1 x**lmb J_nu(2 a x) dx.
 defufunc(
@@ -161,9 +161,8 @@ defufunc(sc.keip, lambda g, ans, x: g * (sc.ker(x) - ans / x))
 def _kelvin_vjp(g, ans, x):
     be, ke, bep, kep = ans
     bepp = 1j * be - (_over_x(sc.berp(x), x, 0.0) + 1j * _over_x(sc.beip(x), x, 0.5))
-    kepp = 1j * ke - kep / x
     zero = x == 0  # Ke and Kep are infinite there
-    return g[0] * bep + unless_unused(g[1], kep, zero) + g[2] * bepp + unless_unused(g[3], kepp, zero)
+    return g[0] * bep + unless_unused(g[1], lambda: kep, zero) + g[2] * bepp + unless_unused(g[3], lambda: 1j * ke - kep / x, zero)
 
 
 defufunc(sc.kelvin, _kelvin_vjp)

@@ -172,8 +172,8 @@ def _sinc(f, x):
     return np.where(x == 0, 1.0, f(nonzero(x)) / nonzero(x))
 
 
-defufunc(sc.sici, lambda g, ans, x: g[0] * _sinc(np.sin, x) + unless_unused(g[1], np.cos(x) / x, x == 0))
-defufunc(sc.shichi, lambda g, ans, x: g[0] * _sinc(np.sinh, x) + unless_unused(g[1], np.cosh(x) / x, x == 0))
+defufunc(sc.sici, lambda g, ans, x: g[0] * _sinc(np.sin, x) + unless_unused(g[1], lambda: np.cos(x) / x, x == 0))
+defufunc(sc.shichi, lambda g, ans, x: g[0] * _sinc(np.sinh, x) + unless_unused(g[1], lambda: np.cosh(x) / x, x == 0))
 defufunc(
     sc.fresnel,
     lambda g, ans, z: g[0] * np.sin(z * z * _PI_OVER_2) + g[1] * np.cos(z * z * _PI_OVER_2),
