@@ -9,6 +9,11 @@ NEP 18) gets one row, aliases merged.  A differentiable function is marked
 "order 1 and 2 tested" when ``tests/rules/samples.py`` holds a sample call of
 it, which ``tests/rules/test_samples.py`` checks against finite differences at
 first and second order.
+
+A second section lists every ufunc of ``scipy.special`` (when SciPy is
+installed): the arguments it is differentiable in, those that are constants
+(integer orders and counts) or have no derivative (orders, shape parameters),
+or why it is not supported (``tapegrad.rules.special.UNSUPPORTED``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
-__all__ = ["Row", "rows", "render", "main"]
+__all__ = ["Row", "rows", "special_rows", "render", "main"]
 
 _DISPATCHER = type(np.concatenate)
 _MODULES = (("numpy", np), ("numpy.linalg", np.linalg), ("numpy.fft", np.fft))
@@ -108,12 +113,94 @@ def _method_rows() -> List[Row]:
     return out
 
 
+def _argument_names(ufunc: np.ufunc) -> List[str]:
+    """Argument names from a SciPy ufunc's docstring (``jv(v, z, out=None)``), else x1, x2, ..."""
+    generic = [f"x{i + 1}" for i in range(ufunc.nin)] if ufunc.nin > 1 else ["x"]
+    for line in (ufunc.__doc__ or "").splitlines():
+        line = line.strip()
+        if line.startswith(ufunc.__name__ + "(") and "/" not in line:
+            inner = line[len(ufunc.__name__) + 1:].split(")")[0]
+            names = [a.strip().split("=")[0].strip() for a in inner.split(",")]
+            names = [n for n in names if n and not n.startswith("out") and n != "*"][: ufunc.nin]
+            if len(names) == ufunc.nin:
+                return names
+    return generic
+
+
+def special_rows() -> List[Row]:
+    """One :class:`Row` per ufunc of ``scipy.special`` (aliases merged); empty without SciPy."""
+    try:
+        import scipy.special as sc
+    except ImportError:
+        return []
+    from tapegrad.registry import CONSTANT, CONSTANT_ARG, RULES
+    from tapegrad.rules import special
+
+    found: Dict[int, tuple] = {}
+    for name in sorted(dir(sc)):
+        obj = getattr(sc, name)
+        if not name.startswith("_") and isinstance(obj, np.ufunc):
+            found.setdefault(id(obj), (obj, []))[1].append(f"scipy.special.{name}")
+    out = []
+    for obj, names in found.values():
+        rule = RULES.get(obj)
+        short = [n.rsplit(".", 1)[1] for n in names]
+        if rule is None:
+            reason = next((special.UNSUPPORTED[n] for n in short if n in special.UNSUPPORTED), "no derivative rule")
+            out.append(Row(names, "not supported", reason))
+            continue
+        if rule.kind == CONSTANT:
+            out.append(Row(names, "constant", rule.note or "output carries no gradient"))
+            continue
+        args = _argument_names(obj)
+        diff = [a for a, v in zip(args, rule.vjps) if callable(v) and v is not CONSTANT_ARG]
+        const = [a for a, v in zip(args, rule.vjps) if v is CONSTANT_ARG]
+        status = "differentiable in " + ", ".join(diff)
+        if const:
+            status += "; constant in " + ", ".join(const)
+        out.append(Row(names, status, rule.note))
+    out.sort(key=lambda r: r.names[0])
+    return out
+
+
 def _table(rows_: Sequence[Row]) -> List[str]:
     lines = ["| function | status | note |", "|---|---|---|"]
     for r in rows_:
         names = ", ".join(f"`{n}`" for n in r.names)
         lines.append(f"| {names} | {r.status} | {r.note.replace('|', '/')} |")
     return lines
+
+
+def _special_section() -> List[str]:
+    rows_ = special_rows()
+    if not rows_:
+        return []
+    differentiable = sum(1 for r in rows_ if r.status.startswith("differentiable"))
+    constant = sum(1 for r in rows_ if r.status == "constant")
+    unsupported = sum(1 for r in rows_ if r.status == "not supported")
+    return [
+        "## scipy.special",
+        "",
+        "Every ufunc of `scipy.special`, aliases merged. *differentiable in* names the arguments",
+        "with a derivative rule (checked against central finite differences at first and second",
+        "order in `tests/rules/test_special*.py`, unless the note says *first order only*);",
+        "*constant in* names integer arguments SciPy truncates (orders, counts), whose derivative",
+        "is 0. Any other argument (an order or shape parameter) raises",
+        "`tapegrad.NonDifferentiableArgumentError` when it holds a traced value. *not supported*",
+        "ufuncs raise `tapegrad.UnsupportedFunctionError`. The rules load the first time a SciPy",
+        "ufunc meets a tracer; `import tapegrad` never imports SciPy. Python wrappers over private",
+        "ufuncs trace through them: `lambertw(z, k)` is differentiable in z, `zeta(s, q)` in q",
+        "(not in s, nor `zeta(s)`); `polygamma`, `logsumexp`, `softmax` convert their input with",
+        "`np.asarray` and raise `tapegrad.GradientDroppedError`.",
+        "",
+        f"- ufuncs: {len(rows_)}",
+        f"- differentiable: {differentiable}",
+        f"- constant: {constant}",
+        f"- not supported: {unsupported}",
+        "",
+        *_table(rows_),
+        "",
+    ]
 
 
 def render(rows_: Optional[Sequence[Row]] = None) -> str:
@@ -156,6 +243,7 @@ def render(rows_: Optional[Sequence[Row]] = None) -> str:
         "",
         *_table(_method_rows()),
         "",
+        *_special_section(),
         "## Conversions NumPy does not dispatch",
         "",
         "These take arrays but NumPy never hands them to a tracer; they would turn it into a",

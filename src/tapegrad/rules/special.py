@@ -4,20 +4,32 @@ SciPy is optional: ``import tapegrad`` never imports it.  This module is
 imported by the dispatcher the first time a non-NumPy ufunc without a rule
 reaches a tracer while ``scipy.special`` is loaded (see
 ``dispatch._rule_on_miss``), so the rules below exist exactly when they can
-be needed.
+be needed.  It registers the error-function, logistic, normal, entropy and
+``xlogy`` rules itself and imports the families kept in their own modules:
 
-Covered: erf, erfc, erfcx, erfinv, erfcinv, expit, logit, log_expit, gamma,
-gammaln, loggamma, digamma (= psi), the Hurwitz ``zeta(s, q)`` in ``q``,
-xlogy, xlog1py, ndtr, log_ndtr, ndtri, entr, rel_entr, kl_div, i0, i0e, i1,
-i1e.  Python-level helpers built on NumPy calls (``softplus``,
-``logsumexp``, ``softmax``, ``log_softmax``) trace through these and NumPy's
-rules; ``polygamma`` does not (it calls ``np.asarray`` on its input), nor
-``zeta(s)`` without ``q`` or any derivative in ``s`` (SciPy has no
-derivative of zeta in ``s``): those raise instead of guessing.
+* ``special_bessel``: Bessel, Hankel, Struve, Kelvin and Airy functions;
+* ``special_stats``: gamma/beta functions, incomplete gamma/beta, distributions;
+* ``special_misc``: elementary helpers, integrals, elliptic integrals,
+  orthogonal polynomials, hypergeometric, Box-Cox, Huber, Mathieu, Lambert W.
+
+Every ufunc of ``scipy.special`` is either given a rule there, or listed in
+:data:`UNSUPPORTED` with the reason it has none (calling it on a tracer raises
+``UnsupportedFunctionError``); ``python -m tapegrad.coverage`` lists both.
+Derivatives in an order or shape parameter that SciPy cannot differentiate
+are ``None`` VJP entries: a traced value there raises
+``NonDifferentiableArgumentError`` while the other arguments stay
+differentiable.
+
+Python-level helpers built on NumPy calls (``softplus``) trace through these
+and NumPy's rules; ``polygamma``, ``logsumexp``, ``softmax`` call
+``np.asarray`` on their input and refuse a tracer; ``zeta(s)`` without ``q``
+and any derivative in ``s`` raise (SciPy has no derivative of zeta in ``s``).
 
 Conventions: ``xlogy(0, y)`` and ``xlog1py(0, y)`` are 0 for every ``y``, so
 their ``y``-derivative is 0 where ``x == 0``; the ``x``-derivative there is
-``log(y)`` (``-inf`` at ``y == 0``).  ``i1``/``i1e`` at 0 use the limit 1/2.
+``log(y)`` (``-inf`` at ``y == 0``).  Complex arguments follow the holomorphic
+convention (cotangent ``g * f'(z)``); functions whose complex form is not
+holomorphic refuse complex arguments when differentiated.
 """
 
 from __future__ import annotations
@@ -60,17 +72,6 @@ def _zeta(s, q):
     return _ufuncs._zeta(s, q)
 
 
-def _polygamma(n, x):
-    """``polygamma(n, x)`` for an integer ``n >= 1``: ``(-1)**(n+1) n! zeta(n+1, x)``."""
-    return ((-1) ** (n + 1) * math.factorial(n)) * _zeta(n + 1.0, x)
-
-
-def _safe_divide(num, den, at_zero):
-    """``num / den`` with the value ``at_zero`` where ``den == 0`` (no warning, no nan)."""
-    zero = den == 0
-    return np.where(zero, at_zero, num / np.where(zero, 1, den))
-
-
 # --------------------------------------------------------------- error functions
 defufunc(sc.erf, lambda g, ans, x: g * (_TWO_OVER_SQRT_PI * np.exp(-(x * x))))
 defufunc(sc.erfc, lambda g, ans, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-(x * x))))
@@ -86,11 +87,7 @@ defufunc(sc.logit, lambda g, ans, x: g / (x * (1 - x)))
 # log(expit(x))' = 1 - expit(x) = expit(-x): stable for large |x|.
 defufunc(sc.log_expit, lambda g, ans, x: g * sc.expit(-x))
 
-# --------------------------------------------------------------- gamma family
-defufunc(sc.gamma, lambda g, ans, x: g * (ans * sc.digamma(x)))
-defufunc(sc.gammaln, lambda g, ans, x: g * sc.digamma(x))
-defufunc(sc.loggamma, lambda g, ans, x: g * sc.digamma(x))
-defufunc(sc.digamma, lambda g, ans, x: g * _polygamma(1, x))  # sc.psi is sc.digamma
+# --------------------------------------------------------------- Hurwitz zeta
 # zeta(s, q): d/dq = -s zeta(s + 1, q); no derivative in s.
 defufunc(_ufuncs._zeta, None, lambda g, ans, s, q: g * (-s * _zeta(s + 1, q)))
 
@@ -127,16 +124,45 @@ defufunc(
     lambda g, ans, x, y: g * (1 - x / y),
 )
 
-# --------------------------------------------------------------- modified Bessel functions
-defufunc(sc.i0, lambda g, ans, x: g * sc.i1(x))
-# i0e(x) = exp(-|x|) i0(x): d/dx = i1e(x) - sign(x) i0e(x).
-defufunc(sc.i0e, lambda g, ans, x: g * (sc.i1e(x) - np.sign(x) * ans))
-# i1'(x) = i0(x) - i1(x)/x, with the limit 1/2 at 0.
-defufunc(sc.i1, lambda g, ans, x: g * np.where(x == 0, 0.5, sc.i0(x) - _safe_divide(ans, x, 0)))
-# i1e(x) = exp(-|x|) i1(x): d/dx = i0e(x) - i1e(x) (sign(x) + 1/x), 1/2 at 0.
-defufunc(
-    sc.i1e,
-    lambda g, ans, x: g * np.where(x == 0, 0.5, sc.i0e(x) - np.sign(x) * ans - _safe_divide(ans, x, 0)),
-)
+# --------------------------------------------------------------- the other families
+from . import special_bessel, special_misc, special_stats  # noqa: E402,F401  (register their rules)
+
+#: ``scipy.special`` ufuncs deliberately left without a derivative, with the reason.
+UNSUPPORTED = {
+    "zetac": "no closed-form derivative in s (SciPy has no derivative of zeta in s)",
+    "mathieu_a": "characteristic value: no closed-form derivative in q",
+    "mathieu_b": "characteristic value: no closed-form derivative in q",
+    "elliprc": "Carlson integral: its derivatives need integrals SciPy lacks",
+    "elliprd": "Carlson integral: its derivatives need integrals SciPy lacks",
+    "elliprf": "Carlson integral: its second derivatives need integrals SciPy lacks",
+    "elliprg": "Carlson integral: its derivatives need integrals SciPy lacks",
+    "elliprj": "Carlson integral: its derivatives need integrals SciPy lacks",
+    "stdtridf": "inverse in the degrees of freedom: no derivative in df",
+    "chdtriv": "inverse in the degrees of freedom: no derivative in df",
+    "chndtridf": "inverse in the degrees of freedom: no derivative in df",
+    "chndtrinc": "inverse in the noncentrality: no derivative in nc",
+    "fdtridfd": "inverse in the degrees of freedom: no derivative in df",
+    "ncfdtridfd": "inverse in the degrees of freedom: no derivative in df",
+    "ncfdtridfn": "inverse in the degrees of freedom: no derivative in df",
+    "ncfdtrinc": "inverse in the noncentrality: no derivative in nc",
+    "nctdtridf": "inverse in the degrees of freedom: no derivative in df",
+    "nctdtrinc": "inverse in the noncentrality: no derivative in nc",
+    "gdtrib": "inverse in the shape: no derivative in the shape",
+    "btdtria": "inverse in a shape parameter: no derivative in the shape",
+    "btdtrib": "inverse in a shape parameter: no derivative in the shape",
+    "bdtrik": "inverse in the count k: no derivative in k",
+    "bdtrin": "inverse in the count n: no derivative in n",
+    "nbdtrik": "inverse in the count k: no derivative in k",
+    "nbdtrin": "inverse in the count n: no derivative in n",
+    "pdtrik": "inverse in the count k: no derivative in k",
+    "obl_cv": "spheroidal characteristic value: no closed-form derivative",
+    "pro_cv": "spheroidal characteristic value: no closed-form derivative",
+    **{
+        f"{kind}_{part}{suffix}": "spheroidal wave function: derivative not implemented (singular ODE at +-1)"
+        for kind in ("obl", "pro")
+        for part in ("ang1", "rad1", "rad2")
+        for suffix in ("", "_cv")
+    },
+}
 
 register_methods()  # outer / reduce / accumulate / at of the binary ufuncs above
