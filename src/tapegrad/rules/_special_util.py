@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+import scipy.special as _scipy_special
 
 from ..errors import NonDifferentiableArgumentError
 
@@ -67,3 +68,20 @@ def unless_unused(g: Any, d: Callable[[], Any], singular: Any) -> Any:
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(singular & (g == 0), 0.0, g * d())
+
+
+class _Ufuncs:
+    """``sc.<name>``: SciPy's ufunc itself, in both SciPy modes.
+
+    With ``SCIPY_ARRAY_API=1`` SciPy's public names are Python wrappers (their
+    ``__wrapped__`` is the ufunc) that pick a namespace; rules belong on the
+    ufunc, which is what reaches ``__array_ufunc__``.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        fun = getattr(_scipy_special, name)
+        return getattr(fun, "__wrapped__", fun)
+
+
+#: Used by the rule modules in place of ``scipy.special``.
+sc = _Ufuncs()

@@ -37,25 +37,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as _scipy_special
 from scipy.special import _ufuncs
 
 
-class _Ufuncs:
-    """``sc.<name>``: SciPy's ufunc itself, in both SciPy modes.
 
-    With ``SCIPY_ARRAY_API=1`` SciPy's public names are Python wrappers (their
-    ``__wrapped__`` is the ufunc) that pick a namespace; rules belong on the
-    ufunc, which is what reaches ``__array_ufunc__``.
-    """
-
-    def __getattr__(self, name: str):
-        fun = getattr(_scipy_special, name)
-        return getattr(fun, "__wrapped__", fun)
-
-
-sc = _Ufuncs()
-
+from ._special_util import sc
 from .ufunc_methods import register_methods
 from .ufuncs import defufunc
 

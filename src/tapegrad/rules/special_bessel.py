@@ -29,10 +29,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sc
 
 from ..registry import CONSTANT_ARG
-from ._special_util import nonzero, real_only, unless_unused
+from ._special_util import sc, nonzero, real_only, unless_unused
 from .ufuncs import defufunc
 
 __all__: list = []

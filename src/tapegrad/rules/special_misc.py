@@ -19,11 +19,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sc
 from scipy.special import _ufuncs
 
 from ..registry import CONSTANT_ARG, defconstant
-from ._special_util import near, nonzero, polyval, unless_unused
+from ._special_util import sc, near, nonzero, polyval, unless_unused
 from .ufuncs import defufunc
 
 __all__: list = []

@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sc
 
 from ..registry import CONSTANT_ARG
-from ._special_util import real_only
+from ._special_util import sc, real_only
 from .ufuncs import defufunc
 
 __all__: list = []
