@@ -10,6 +10,7 @@ that is how Hessians and higher derivatives are computed.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from .banded import BandedCotangent
 from .dispatch import strip
 from .errors import TapeError
+from .lazy import any_duck, guard
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -78,7 +80,9 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         watched = [tape.watch(leaf) for leaf in leaves]
         sources.append((structure, watched))
         args[a] = unflatten(structure, watched)
-    out = fun(*args, **kwargs)
+    # Dask values: a NumPy fallback (compute into memory) while tracing is an error.
+    with guard(any_duck(flatten((args, kwargs))[0])):
+        out = fun(*args, **kwargs)
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -112,7 +116,8 @@ def _flat_sources(sources: list) -> list:
 
 
 def _require_scalar(out: Any, name: str) -> None:
-    if isinstance(out, (list, tuple, dict)) or np.size(out) != 1:
+    # math.prod of the shape, not np.size: Dask has no np.size and would compute `out`.
+    if isinstance(out, (list, tuple, dict)) or math.prod(np.shape(out)) != 1:
         shape = "a structure" if isinstance(out, (list, tuple, dict)) else f"shape {np.shape(out)}"
         raise TypeError(
             f"{name} needs a function with a scalar output, but it returned {shape}. "

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .banded import BandedCotangent, plain
+from .lazy import zeros_like_shaped
 from .tape import Node, Tape
 
 __all__ = ["backward", "fit_cotangent", "remembered"]
@@ -187,7 +188,8 @@ def _scatter_banded(cts: _Pending, parent: Node, g: BandedCotangent, index: tupl
 def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
     """Outputs of a multi-output node that received no cotangent get explicit zeros."""
     return tuple(
-        s if s is not None else np.zeros(batch + np.shape(a), dtype=getattr(a, "dtype", float))
+        # zeros in the output's own library (lazy Dask zeros for a Dask output)
+        s if s is not None else zeros_like_shaped(a, batch + np.shape(a), getattr(a, "dtype", float))
         for s, a in zip(slots, ans)
     )
 

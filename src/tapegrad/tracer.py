@@ -20,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import GradientDroppedError
+from .lazy import explicit_compute, is_dask
 
 __all__ = ["Tracer", "as_source_value"]
 
@@ -103,7 +104,11 @@ class Tracer:
 
     def __bool__(self) -> bool:
         # Truth tests are control flow: they carry no gradient, so they are safe.
-        return bool(strip(self))
+        value = strip(self)
+        if type(value) is not np.ndarray and is_dask(value):
+            with explicit_compute():  # the one compute of a Dask value that tracing allows
+                return bool(value)
+        return bool(value)
 
     def __len__(self) -> int:
         shape = self.shape
@@ -409,6 +414,8 @@ WHOLE = object()
 def link_opaque_views(base: Tracer, out: Any) -> None:
     """Mark the outputs of a view-returning call that really share ``base``'s memory."""
     raw_base = strip(base)
+    if is_dask(raw_base):
+        return  # Dask arrays are immutable (no views to replay), and may_share_memory would compute them
     for view in out if isinstance(out, (list, tuple)) else (out,):
         if type(view) is Tracer and view._tape is base._tape and np.may_share_memory(strip(view), raw_base):
             _link_view(base, view, WHOLE)

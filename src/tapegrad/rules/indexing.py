@@ -19,6 +19,7 @@ import numpy as np
 
 from ..banded import BandedCotangent
 from ..dispatch import primitive, strip
+from ..lazy import zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
@@ -64,14 +65,14 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
             shifted = g.scattered(index, shape)
             if shifted is not None:
                 return shifted
-        out = np.zeros(batch + shape, dtype=dtype)
+        out = zeros_like_shaped(g, batch + shape, dtype)  # lazy zeros for a Dask cotangent
         out[(slice(None),) * nb + index] = g
         return out
     pos = _positions(shape, index).ravel()
     size = int(np.prod(shape, dtype=np.int64))
     g = np.broadcast_to(g, batch + _positions(shape, index).shape).reshape(batch + (pos.size,))
     if np.unique(pos).size == pos.size:
-        out = np.zeros(batch + (size,), dtype=dtype)
+        out = zeros_like_shaped(g, batch + (size,), dtype)
         out[..., pos] = g
         return out.reshape(batch + shape)
     # Repeated indices accumulate: one bincount over (batch row, position).
