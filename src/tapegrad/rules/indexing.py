@@ -19,7 +19,7 @@ import numpy as np
 
 from ..banded import BandedCotangent
 from ..dispatch import primitive, strip
-from ..lazy import zeros_like_shaped
+from ..lazy import is_dask, zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
@@ -71,6 +71,8 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     pos = _positions(shape, index).ravel()
     size = int(np.prod(shape, dtype=np.int64))
     g = np.broadcast_to(g, batch + _positions(shape, index).shape).reshape(batch + (pos.size,))
+    if is_dask(strip(g)):
+        return _gather_scatter(g, pos, size, batch, dtype).reshape(batch + shape)
     if np.unique(pos).size == pos.size:
         out = zeros_like_shaped(g, batch + (size,), dtype)
         out[..., pos] = g
@@ -83,6 +85,31 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     if dtype.kind == "c":
         total = total + 1j * np.bincount(flat_pos, weights=g2.imag, minlength=rows * size)
     return total.astype(dtype, copy=False).reshape(batch + shape)
+
+
+def _gather_scatter(g: Any, pos: np.ndarray, size: int, batch: tuple, dtype: Any) -> Any:
+    """Scatter-add ``g[..., k]`` into slot ``pos[k]`` of zeros(batch + (size,)) by gathers only.
+
+    Dask has no item assignment with integer arrays, ``np.add.at`` or a weighted
+    bincount of a lazy array; a gather (integer indexing along one axis) it
+    has.  Occurrence ``m`` of each position forms one layer of unique
+    positions, gathered from ``g`` padded with a zero column; the layers add up.
+    """
+    zero = zeros_like_shaped(strip(g), batch + (1,), dtype)
+    padded = np.concatenate([g, zero], axis=-1)
+    order = np.argsort(pos, kind="stable")
+    sorted_pos = pos[order]
+    starts = np.searchsorted(sorted_pos, sorted_pos, side="left")
+    occurrence = np.empty_like(pos)
+    occurrence[order] = np.arange(pos.size) - starts
+    total = None
+    for m in range(int(occurrence.max()) + 1 if pos.size else 0):
+        source = np.full(size, pos.size)  # pos.size is the zero column
+        chosen = np.flatnonzero(occurrence == m)
+        source[pos[chosen]] = chosen
+        layer = padded[..., source]
+        total = layer if total is None else total + layer
+    return zeros_like_shaped(strip(g), batch + (size,), dtype) if total is None else total
 
 
 take_index = primitive(_take_index)

@@ -26,7 +26,9 @@ import warnings
 
 import numpy as np
 
-from ..dispatch import _reject_out, primitive
+from ..dispatch import _reject_out, primitive, strip
+from ..errors import UnsupportedFunctionError
+from ..lazy import is_dask
 from ..registry import CONSTANT_ARG, defcomposite, defvjp
 from ._util import negative_axes, unreduce
 
@@ -197,12 +199,25 @@ def _cumprod_dense_vjp(g, x, ax):
     return np.moveaxis(dx, -1, ax)
 
 
+#: Longest axis for which cumprod's VJP of a Dask value takes the exact O(n**2) form.
+_LAZY_DENSE_MAX = 256
+
+
 def _cumprod_vjp(g, ans, x0, axis=None, dtype=None, out=None):
     x = np.ravel(x0) if axis is None or np.ndim(x0) == 0 else x0
     ax = _cum_axis(x, axis)
     zero = np.equal(x, 0)
     dx = rev_cumsum(g * ans, ax)
-    if zero.any():
+    # A Dask x cannot be asked whether it has zeros without computing it: always take the
+    # exact form below (the dense product is O(n**2) along the axis, so only for short axes).
+    lazy = is_dask(strip(x))
+    if lazy and np.shape(x)[ax] > _LAZY_DENSE_MAX:
+        raise UnsupportedFunctionError(
+            "numpy.cumprod",
+            f"On a Dask value its exact VJP needs O(n**2) work along an axis of length {np.shape(x)[ax]} "
+            f"(> {_LAZY_DENSE_MAX}); rechunk and use np.exp(np.cumsum(np.log(x))) for positive x.",
+        )
+    if lazy or zero.any():
         # Away from zeros, dx_k = (sum_{i>=k} g_i y_i) / x_k is exact; at zeros use the dense form.
         dx = np.where(zero, _cumprod_dense_vjp(g, x, ax), dx / np.where(zero, 1, x))
     else:
