@@ -18,7 +18,7 @@ import numpy as np
 from .banded import BandedCotangent
 from .dispatch import strip
 from .errors import TapeError
-from .lazy import any_duck, guard
+from .lazy import any_duck, guard, is_duck_array  # Dask values stay lazy
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -218,7 +218,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
 
     def vjp_fun(cotangent: Any) -> tuple:
         cts = [
-            ct if type(ct) is Tracer or type(ct) is BandedCotangent else np.asarray(ct)
+            ct if type(ct) is Tracer or type(ct) is BandedCotangent or is_duck_array(ct) else np.asarray(ct)
             for ct in flatten_up_to(out_structure, cotangent)
         ]
         if len(cts) != len(out_leaves):

@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
 
-__all__ = ["is_duck_array", "is_dask", "any_duck", "guard", "zeros_like_shaped", "explicit_compute",
+__all__ = ["is_duck_array", "is_dask", "any_duck", "guard", "zeros_like_shaped",
            "LazyFallbackError", "LazyComputeError"]
 
 # Dask's warning text names the NumPy function it is about to compute for.
@@ -83,7 +83,7 @@ class LazyComputeError(GradientDroppedError):
     """A Dask value was computed during tapegrad's tracing or sweep without being asked to."""
 
 
-# Per thread: how many guards are open and how many explicit computes (control flow) are running.
+# Per thread: how many guards that refuse computes are open.
 _STATE = threading.local()
 _CALLBACK: Any = None
 
@@ -96,10 +96,10 @@ def _no_compute_callback() -> Any:
 
         class _Refuse(Callback):
             def _start(self, dsk: Any) -> None:
-                if getattr(_STATE, "guards", 0) and not getattr(_STATE, "explicit", 0):
+                if getattr(_STATE, "refusing", 0):
                     raise LazyComputeError(
-                        "a Dask array was computed during tapegrad's tracing or backward sweep (a rule "
-                        "or the program converted it with np.asarray / float() or similar): tapegrad "
+                        "a Dask array was computed during tapegrad's backward sweep (a derivative rule "
+                        "converted it with np.asarray / float() or similar): tapegrad "
                         "keeps Dask values lazy. Keep the value as a Dask array, or compute the input "
                         "first if it fits in memory."
                     )
@@ -110,17 +110,7 @@ def _no_compute_callback() -> Any:
 
 
 @contextlib.contextmanager
-def explicit_compute() -> Iterator[None]:
-    """Allow Dask computes inside a guard: explicit control flow (``if x.sum() > 0:``)."""
-    _STATE.explicit = getattr(_STATE, "explicit", 0) + 1
-    try:
-        yield
-    finally:
-        _STATE.explicit -= 1
-
-
-@contextlib.contextmanager
-def guard(active: bool = True) -> Iterator[None]:
+def guard(active: bool = True, refuse_compute: bool = False) -> Iterator[None]:
     """Turn Dask's compute-and-fall-back-to-NumPy warning into :class:`LazyFallbackError`.
 
     Parameters
@@ -128,23 +118,27 @@ def guard(active: bool = True) -> Iterator[None]:
     active : bool
         ``False`` (no Dask value involved) makes this a no-op, so NumPy-only
         calls pay nothing.
+    refuse_compute : bool
+        Also refuse every compute a local Dask scheduler starts in this thread
+        (:class:`LazyComputeError`).  Used for the backward sweep, which has no
+        control flow of the user's; while tracing, the program's own truth
+        tests (``if np.sum(x) > 0:``) compute on purpose and are allowed.
 
     Notes
     -----
-    Two checks run while the guard is open: Dask's fallback warning becomes
-    :class:`LazyFallbackError`, and a Dask callback refuses any compute that a
-    local scheduler starts in this thread (:class:`LazyComputeError`), except
-    inside :func:`explicit_compute` (a truth test on a traced value: control
-    flow).  Computes on a ``dask.distributed`` client do not run local
-    callbacks; the warning check still applies there.  Warning filters are
+    Dask's fallback warning becomes :class:`LazyFallbackError`; with
+    ``refuse_compute`` a Dask callback also refuses computes.  Computes on a
+    ``dask.distributed`` client do not run local callbacks; the warning check
+    still applies there.  Warning filters are
     process-wide in Python < 3.14: while a guarded Dask trace runs, another
     thread's Dask fallback warnings also become errors.
     """
     if not active or "dask" not in sys.modules:
         yield
         return
-    _no_compute_callback()
-    _STATE.guards = getattr(_STATE, "guards", 0) + 1
+    if refuse_compute:
+        _no_compute_callback()
+    _STATE.refusing = getattr(_STATE, "refusing", 0) + refuse_compute
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message=_FALLBACK.pattern, category=FutureWarning)
@@ -156,7 +150,7 @@ def guard(active: bool = True) -> Iterator[None]:
                     raise
                 raise LazyFallbackError(match.group("name")) from None
     finally:
-        _STATE.guards -= 1
+        _STATE.refusing -= refuse_compute
 
 
 def zeros_like_shaped(value: Any, shape: tuple, dtype: Any) -> Any:

@@ -120,8 +120,16 @@ def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict,
         if g is None:
             results.append(_zeros_like_source(x, batch) if unconnected == "zero" else None)
         else:
-            results.append(g)
+            results.append(_chunked_like(g, x) if not batch else g)
     return results
+
+
+def _chunked_like(g: Any, x: Any) -> Any:
+    """A Dask gradient gets its Dask source's chunks (lazily: a rechunk in the graph)."""
+    raw = strip(x)
+    if is_dask(g) and is_dask(raw) and g.shape == raw.shape and g.chunks != raw.chunks:
+        return g.rechunk(raw.chunks)
+    return g
 
 
 def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
@@ -173,7 +181,7 @@ def vjp_request(
     stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
     nodes = [s._node for s in sources if s is not None]
     # Dask values: a NumPy fallback (compute into memory) during the sweep is an error.
-    with guard(any_duck([t for t in sources if t is not None] + live_seeds)):
+    with guard(any_duck([t for t in sources if t is not None] + live_seeds), refuse_compute=True):
         found = backward(tape, roots, live_seeds, nodes, batch, stop, release)
     return _finish(xs, sources, found, batch, unconnected)
 
@@ -270,7 +278,7 @@ def jacobian_request(
     for start in range(0, size, step):
         stop = min(size, start + step)
         seed = _jacobian_seed(t, size, start, stop)
-        with guard(any_duck(sources + [t])):  # Dask values: no NumPy fallback during the sweep
+        with guard(any_duck(sources + [t]), refuse_compute=True):  # Dask: no fallback, no compute
             found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.

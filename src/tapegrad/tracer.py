@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import GradientDroppedError
-from .lazy import explicit_compute, is_dask
+from .lazy import is_dask
 
 __all__ = ["Tracer", "as_source_value"]
 
@@ -104,11 +104,7 @@ class Tracer:
 
     def __bool__(self) -> bool:
         # Truth tests are control flow: they carry no gradient, so they are safe.
-        value = strip(self)
-        if type(value) is not np.ndarray and is_dask(value):
-            with explicit_compute():  # the one compute of a Dask value that tracing allows
-                return bool(value)
-        return bool(value)
+        return bool(strip(self))
 
     def __len__(self) -> int:
         shape = self.shape
