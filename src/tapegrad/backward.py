@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .banded import BandedCotangent, plain
-from .lazy import zeros_like_shaped
+from .lazy import broadcast_to, zeros_like_shaped
 from .tape import Node, Tape
 
 __all__ = ["backward", "fit_cotangent", "remembered"]
@@ -75,7 +75,7 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
             if axes:
                 g = np.sum(g, axis=axes, keepdims=True)
         if np.shape(g) != batch + tshape:
-            g = np.broadcast_to(g, batch + tshape)
+            g = broadcast_to(g, batch + tshape, target)  # Dask: chunked like the target
     tdtype = getattr(target, "dtype", None)
     if tdtype is None:
         tdtype = np.result_type(target)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
 
-__all__ = ["is_duck_array", "is_dask", "any_duck", "guard", "zeros_like_shaped",
+__all__ = ["broadcast_to", "is_duck_array", "is_dask", "any_duck", "guard", "zeros_like_shaped",
            "LazyFallbackError", "LazyComputeError"]
 
 # Dask's warning text names the NumPy function it is about to compute for.
@@ -158,3 +158,32 @@ def zeros_like_shaped(value: Any, shape: tuple, dtype: Any) -> Any:
     if is_duck_array(value):
         return np.zeros_like(value, dtype=dtype, shape=shape)
     return np.zeros(shape, dtype=dtype)
+
+
+def broadcast_to(value: Any, shape: tuple, like: Any = None) -> Any:
+    """``np.broadcast_to``, chunked sensibly for a Dask value.
+
+    Dask's ``broadcast_to`` makes each new or stretched axis one chunk: the
+    cotangent of a full reduction (a scalar) would become a single chunk as
+    large as the whole input.  Here trailing axes take the chunks of ``like``
+    (the Dask primal the cotangent belongs to) where it has that length, and
+    the remaining new or stretched axes Dask's automatic chunks.  Other values
+    (NumPy, tracers) take ``np.broadcast_to``.
+    """
+    if not is_dask(value):
+        return np.broadcast_to(value, shape)
+    import dask.array as da
+    from dask.array.core import normalize_chunks
+
+    shape = tuple(shape)
+    hint = like.chunks if is_dask(like) else ()
+    new, off = len(shape) - value.ndim, len(shape) - len(hint)
+    spec = []
+    for k, n in enumerate(shape):
+        if k >= off and like.shape[k - off] == n:
+            spec.append(hint[k - off])
+        elif k >= new and value.shape[k - new] == n:
+            spec.append(value.chunks[k - new])
+        else:
+            spec.append("auto")
+    return da.broadcast_to(value, shape, chunks=normalize_chunks(tuple(spec), shape, dtype=value.dtype))

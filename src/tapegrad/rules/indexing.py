@@ -65,6 +65,10 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
             shifted = g.scattered(index, shape)
             if shifted is not None:
                 return shifted
+        if is_dask(strip(g)):
+            padded = _pad_scatter(g, index, shape, nb)
+            if padded is not None:
+                return padded
         out = zeros_like_shaped(g, batch + shape, dtype)  # lazy zeros for a Dask cotangent
         out[(slice(None),) * nb + index] = g
         return out
@@ -85,6 +89,37 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     if dtype.kind == "c":
         total = total + 1j * np.bincount(flat_pos, weights=g2.imag, minlength=rows * size)
     return total.astype(dtype, copy=False).reshape(batch + shape)
+
+
+def _pad_scatter(g: Any, index: tuple, shape: tuple, nb: int) -> Any:
+    """Adjoint of a basic index of unit steps (``x[2:]``, ``x[::-1]``, ``x[0]``) by zero padding.
+
+    For Dask, padding keeps the cotangent's chunks (item assignment into lazy
+    zeros would rechunk everything); ``None`` when the index has other steps
+    or ``np.newaxis``.
+    """
+    if sum(i is Ellipsis for i in index) > 1 or any(i is None for i in index):
+        return None
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (len(shape) - len(index) + 1) + index[k + 1 :]
+    index = index + (slice(None),) * (len(shape) - len(index))
+    widths = [(0, 0)] * nb
+    axis = nb
+    for i, n in zip(index, shape):
+        if type(i) is slice:
+            picked = range(*i.indices(n))
+            if not picked or abs(picked.step) != 1:
+                return None
+            if picked.step < 0:
+                g = np.flip(g, axis=axis)
+            widths.append((min(picked), n - 1 - max(picked)))
+        else:
+            i = operator.index(i) % n
+            g = np.expand_dims(g, axis)
+            widths.append((i, n - 1 - i))
+        axis += 1
+    return np.pad(g, widths) if any(w != (0, 0) for w in widths) else g
 
 
 def _gather_scatter(g: Any, pos: np.ndarray, size: int, batch: tuple, dtype: Any) -> Any:

@@ -93,7 +93,7 @@ def _where_mask(g, where):
 
 
 def _sum_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    return _where_mask(unreduce(g, np.shape(x), axis, keepdims), where)
+    return _where_mask(unreduce(g, np.shape(x), axis, keepdims, like=x), where)
 
 
 def _count(shape, axis, where):
@@ -104,9 +104,11 @@ def _count(shape, axis, where):
 
 def _mean_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     shape = np.shape(x)
-    full = unreduce(g, shape, axis, keepdims)
     # An empty slice (all masked) has a NaN mean; keep 0/0 out of the other slices' cotangents.
-    return _where_mask(full / np.maximum(_count(shape, axis, where), 1), where)
+    count = np.maximum(_count(shape, axis, where), 1)
+    if where is True:  # a scalar count: divide before broadcasting (and a Dask g stays a lazy view)
+        return unreduce(g / count, shape, axis, keepdims, like=x)
+    return _where_mask(unreduce(g, shape, axis, keepdims, like=x) / count, where)
 
 
 def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, where=True):
@@ -266,7 +268,8 @@ def _prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initia
     shape = np.shape(x)
     masked = where is not True
     xw = np.where(where, x, 1) if masked else x
-    if np.equal(xw, 0).any():
+    # A Dask x cannot be asked whether it has zeros without computing it: the exact form.
+    if is_dask(strip(xw)) or np.equal(xw, 0).any():
         others = _prod_others(xw, axis)
         if initial is not None:
             others = others * initial
