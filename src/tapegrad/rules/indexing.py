@@ -113,7 +113,8 @@ def _pad_scatter(g: Any, index: tuple, shape: tuple, nb: int) -> Any:
                 return None
             if picked.step < 0:
                 g = np.flip(g, axis=axis)
-            widths.append((min(picked), n - 1 - max(picked)))
+            low, high = sorted((picked[0], picked[-1]))  # O(1) on a range
+            widths.append((low, n - 1 - high))
         else:
             i = operator.index(i) % n
             g = np.expand_dims(g, axis)
