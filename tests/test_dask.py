@@ -225,3 +225,28 @@ def test_cupy_values_stay_on_the_gpu():
     g = tg.grad(smooth_field_energy)(cp.asarray(u))
     assert isinstance(g, cp.ndarray)
     np.testing.assert_allclose(cp.asnumpy(g), tg.grad(smooth_field_energy)(u), rtol=1e-12)
+
+
+def test_fallback_inside_a_gradient_tape_block_is_an_error():
+    _, ud = _field()
+    with pytest.raises(LazyFallbackError, match="numpy.argsort"):
+        with tg.GradientTape() as tape:
+            x = tape.watch(ud)
+            np.sort(x)
+
+
+def test_out_of_core_example_runs_at_a_tiny_size():
+    pytest.importorskip("psutil")
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "dask_out_of_core.py"
+    spec = importlib.util.spec_from_file_location("dask_out_of_core", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    result = example.main(["--gib", "0.0005", "--chunk-mib", "0.125", "--no-progress"])
+    u = example.field(result["n"], int(0.125 * 2**20) // 8).compute()
+    g = tg.grad(smooth_field_energy)(u)
+    assert result["value"] == pytest.approx(float(smooth_field_energy(u)), rel=1e-12)
+    assert result["norm"] == pytest.approx(float(np.linalg.norm(g)), rel=1e-10)
+    np.testing.assert_allclose(result["tail"], g[-3:], rtol=1e-10)

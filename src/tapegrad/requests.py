@@ -144,6 +144,8 @@ def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
         if r is not None and type(r) is not Tracer:
             if is_dask(r):
                 pass  # immutable and lazy: nothing to copy, and np.asarray would compute it
+            elif is_duck_array(r):
+                r = r.copy()  # CuPy & co.: stays in its library (np.asarray would refuse or move it)
             elif not isinstance(r, np.ndarray):
                 r = np.asarray(r)
             elif id(r) in seen or not r.flags.owndata or not r.flags.writeable:
