@@ -24,14 +24,23 @@ import re
 import sys
 import threading
 import warnings
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
 
-__all__ = ["broadcast_to", "is_duck_array", "is_dask", "any_duck", "guard", "zeros_like_shaped",
-           "LazyFallbackError", "LazyComputeError"]
+__all__ = [
+    "LazyComputeError",
+    "LazyFallbackError",
+    "any_duck",
+    "broadcast_to",
+    "guard",
+    "is_dask",
+    "is_duck_array",
+    "zeros_like_shaped",
+]
 
 # Dask's warning text names the NumPy function it is about to compute for.
 _FALLBACK = re.compile(r"The `(?P<name>[\w.]+)` function is not implemented by Dask array")
