@@ -61,6 +61,15 @@ def test_grad_is_lazy_chunked_like_the_source_and_matches_numpy(dtype):
     np.testing.assert_allclose(g, g_np, rtol=tol, atol=tol)
 
 
+def test_reduction_cotangents_keep_the_chunks_of_the_input():
+    # A scalar cotangent broadcast back over a Dask input must not become one chunk as large
+    # as the input (which a later rechunk would split): that would defeat out-of-core sweeps.
+    _, ud = _field(n=40, chunks=7)
+    g = tg.grad(lambda u: np.mean(np.log1p(u * u)) + np.sum(np.tanh(u)))(ud)
+    assert g.chunks == ud.chunks
+    assert not [name for name in g.dask.layers if name.startswith("rechunk")]
+
+
 def test_grad_matches_finite_differences():
     u, ud = _field(n=11, chunks=3)
     g = tg.grad(smooth_field_energy)(ud).compute()

@@ -14,7 +14,8 @@ and calls NumPy.  For a 100 GB array that is exactly what must not happen, so
 while tapegrad traces or sweeps Dask values that warning is an error naming
 the function (:class:`LazyFallbackError`).
 
-Nothing here imports Dask: the guard only looks at ``sys.modules``.
+``import tapegrad`` never imports Dask: the guard looks at ``sys.modules``,
+and the helpers import ``dask`` only when they are handed a Dask value.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def any_duck(values: Iterable[Any]) -> bool:
 
 
 class LazyComputeError(GradientDroppedError):
-    """A Dask value was computed during tapegrad's tracing or sweep without being asked to."""
+    """A Dask value was computed during tapegrad's backward sweep (a rule converted it)."""
 
 
 # Per thread: how many guards that refuse computes are open.
