@@ -10,6 +10,7 @@ that is how Hessians and higher derivatives are computed.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -18,6 +19,7 @@ from . import constructors as _constructors
 from .backward import as_seed
 from .dispatch import strip
 from .errors import TapeError, element_store_error
+from .lazy import any_duck, guard  # Dask values stay lazy
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -77,7 +79,9 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
         sources.append((structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
     try:
-        with _constructors.recording():  # np.array / np.asarray of tracers: see tapegrad.constructors
+        # np.array / np.asarray of tracers: see tapegrad.constructors.  Dask values: a
+        # NumPy fallback (compute into memory) while tracing is an error.
+        with _constructors.recording(), guard(any_duck(flatten((args, kwargs))[0])):
             out = fun(*args, **kwargs)
     except ValueError as exc:
         dropped = element_store_error(exc)
@@ -118,7 +122,8 @@ def _flat_sources(sources: list) -> list:
 
 
 def _require_scalar(out: Any, name: str) -> None:
-    if isinstance(out, (list, tuple, dict)) or np.size(out) != 1:
+    # math.prod of the shape, not np.size: Dask has no np.size and would compute `out`.
+    if isinstance(out, (list, tuple, dict)) or math.prod(np.shape(out)) != 1:
         shape = "a structure" if isinstance(out, (list, tuple, dict)) else f"shape {np.shape(out)}"
         raise TypeError(
             f"{name} needs a function with a scalar output, but it returned {shape}. "

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .banded import BandedCotangent, plain
+from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .tape import Node, Tape, sweeping
 
 __all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for"]
@@ -49,7 +50,7 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
             if axes:
                 g = np.sum(g, axis=axes, keepdims=True)
         if np.shape(g) != batch + tshape:
-            g = np.broadcast_to(g, batch + tshape)
+            g = broadcast_to(g, batch + tshape, target)  # Dask: chunked like the target
     tdtype = getattr(target, "dtype", None)
     if tdtype is None:
         tdtype = np.result_type(target)
@@ -90,7 +91,7 @@ def basis_rows(rows: int, size: int, k: int, shape: tuple, dtype: Any, structure
 def as_seed(cotangent: Any) -> Any:
     """A cotangent given to a sweep: tracers and the sweep's own batches as they are, else an array."""
     t = type(cotangent)
-    if t is BandedCotangent or t is np.ndarray or hasattr(cotangent, "_tape"):
+    if t is BandedCotangent or t is np.ndarray or hasattr(cotangent, "_tape") or is_duck_array(cotangent):
         return cotangent
     return np.asarray(cotangent)
 
@@ -207,7 +208,8 @@ def _scatter_banded(cts: _Pending, parent: Node, g: BandedCotangent, index: tupl
 def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
     """Outputs of a multi-output node that received no cotangent get explicit zeros."""
     return tuple(
-        s if s is not None else np.zeros(batch + np.shape(a), dtype=getattr(a, "dtype", float))
+        # zeros in the output's own library (lazy Dask zeros for a Dask output)
+        s if s is not None else zeros_like_shaped(a, batch + np.shape(a), getattr(a, "dtype", float))
         for s, a in zip(slots, ans)
     )
 

@@ -7,6 +7,7 @@ from typing import Any, Iterator, Optional
 
 from . import constructors as _constructors
 from .errors import TapeError
+from .lazy import any_duck, guard
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -69,6 +70,9 @@ class GradientTape:
 
     def __exit__(self, *exc: Any) -> bool:
         _constructors.stop(exc[1])
+        guarded = self.__dict__.pop("_lazy_guard", None)
+        if guarded is not None:
+            guarded.__exit__(*exc)  # may turn a Dask fallback warning into LazyFallbackError
         return False
 
     def _require_tape(self) -> Tape:
@@ -89,6 +93,10 @@ class GradientTape:
         tape = self._require_tape()
         leaves, structure = flatten(tensor)
         traced = [tape.watch(leaf) for leaf in leaves]
+        if "_lazy_guard" not in self.__dict__ and any_duck(leaves):
+            # A Dask value: the rest of the `with` block must not fall back to NumPy (compute).
+            self._lazy_guard = guard()
+            self._lazy_guard.__enter__()
         self._watched.extend(t for t in traced if type(t) is Tracer)
         return unflatten(structure, traced)
 

@@ -12,7 +12,9 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from .backward import backward, basis_rows, seed_for
+from .tracer import strip
 from .errors import TapeError
+from .lazy import any_duck, guard, is_dask, is_duck_array, zeros_like_shaped
 from .tape import Tape
 from .tracer import Tracer, unwrap_above
 
@@ -100,8 +102,9 @@ def _zeros_like_source(x: Any, batch: tuple) -> Any:
     if type(x) is Tracer:
         dtype = x.dtype
     else:
-        dtype = np.asarray(x).dtype
-    return np.zeros(batch + np.shape(x), dtype=dtype)
+        dtype = x.dtype if is_duck_array(x) else np.asarray(x).dtype  # asarray would compute Dask
+    # Zeros in the source's own library (lazy Dask zeros for a Dask source).
+    return zeros_like_shaped(strip(x), batch + np.shape(x), dtype)
 
 
 def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict, batch: tuple, unconnected: str) -> list:
@@ -115,8 +118,16 @@ def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict,
         if g is None:
             results.append(_zeros_like_source(x, batch) if unconnected == "zero" else None)
         else:
-            results.append(g)
+            results.append(_chunked_like(g, x) if not batch else g)
     return results
+
+
+def _chunked_like(g: Any, x: Any) -> Any:
+    """A Dask gradient gets its Dask source's chunks (lazily: a rechunk in the graph)."""
+    raw = strip(x)
+    if is_dask(g) and is_dask(raw) and g.shape == raw.shape and g.chunks != raw.chunks:
+        return g.rechunk(raw.chunks)
+    return g
 
 
 def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
@@ -129,7 +140,11 @@ def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
     out = []
     for r in results:
         if r is not None and type(r) is not Tracer:
-            if not isinstance(r, np.ndarray):
+            if is_dask(r):
+                pass  # immutable and lazy: nothing to copy, and np.asarray would compute it
+            elif is_duck_array(r):
+                r = r.copy()  # CuPy & co.: stays in its library (np.asarray would refuse or move it)
+            elif not isinstance(r, np.ndarray):
                 r = np.asarray(r)
             elif id(r) in seen or not r.flags.owndata or not r.flags.writeable:
                 r = r.copy()
@@ -163,7 +178,10 @@ def vjp_request(
             live_seeds.append(seed)
     sources = _source_nodes(tape, xs)
     stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
-    found = backward(tape, roots, live_seeds, [s._node for s in sources if s is not None], batch, stop, release)
+    nodes = [s._node for s in sources if s is not None]
+    # Dask values: a NumPy fallback (compute into memory) during the sweep is an error.
+    with guard(any_duck([t for t in sources if t is not None] + live_seeds), refuse_compute=True):
+        found = backward(tape, roots, live_seeds, nodes, batch, stop, release)
     return _finish(xs, sources, found, batch, unconnected)
 
 
@@ -186,6 +204,8 @@ def gradient_request(
         gy = None if grad_ys is None else grad_ys[i]
         if gy is None:
             seed = np.ones(np.shape(y), dtype=np.result_type(y) if type(y) is not Tracer else y.dtype)
+            if is_duck_array(strip(y)):  # a seed in the target's library: lazy ones for a Dask target
+                seed = np.ones_like(strip(y), dtype=seed.dtype)
         else:
             if np.shape(gy) != np.shape(y):
                 raise ValueError(
@@ -227,7 +247,8 @@ def jacobian_request(
     for start in range(0, size, step):
         stop = min(size, start + step)
         seed = seed_for(basis_rows(stop - start, size, start, yshape, t.dtype), t._value)
-        found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
+        with guard(any_duck(sources + [t]), refuse_compute=True):  # Dask: no fallback, no compute
+            found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.
         pieces.append([(stop - start, r) for r in chunk])

@@ -11,6 +11,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..lazy import broadcast_to
+
 __all__ = ["batch_ndim", "negative_axes", "unreduce", "swap_last"]
 
 
@@ -34,17 +36,18 @@ def negative_axes(axis: Optional[Any], ndim: int) -> tuple:
     return tuple(sorted(out))
 
 
-def unreduce(g: Any, shape: Sequence[int], axis: Optional[Any], keepdims: bool) -> Any:
+def unreduce(g: Any, shape: Sequence[int], axis: Optional[Any], keepdims: bool, like: Any = None) -> Any:
     """Broadcast the cotangent of a reduction back to the input's ``shape``.
 
     ``g`` has shape ``batch + reduced_shape``; the result has shape ``batch + shape``.
+    ``like`` (the reduced input) lends its chunks to a Dask cotangent.
     """
     shape = tuple(shape)
     axes = negative_axes(axis, len(shape))
     if not keepdims and axes:
         g = np.expand_dims(g, axes)
     nb = np.ndim(g) - len(shape)
-    return np.broadcast_to(g, np.shape(g)[:nb] + shape)
+    return broadcast_to(g, np.shape(g)[:nb] + shape, like)  # Dask: chunked like the input
 
 
 def swap_last(a: Any) -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..banded import BandedCotangent
 from ..dispatch import primitive
+from ..lazy import is_dask, zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
 from ..tracer import ROUTES, is_basic_index, strip
 
@@ -58,14 +59,20 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
             shifted = g.scattered(index, shape)
             if shifted is not None:
                 return shifted
-        out = np.zeros(batch + shape, dtype=dtype)
+        if is_dask(strip(g)):
+            padded = _pad_scatter(g, index, shape, nb)
+            if padded is not None:
+                return padded
+        out = zeros_like_shaped(g, batch + shape, dtype)  # lazy zeros for a Dask cotangent
         out[(slice(None),) * nb + index] = g
         return out
     pos = _positions(shape, index).ravel()
     size = int(np.prod(shape, dtype=np.int64))
     g = np.broadcast_to(g, batch + _positions(shape, index).shape).reshape(batch + (pos.size,))
+    if is_dask(strip(g)):
+        return _gather_scatter(g, pos, size, batch, dtype).reshape(batch + shape)
     if np.unique(pos).size == pos.size:
-        out = np.zeros(batch + (size,), dtype=dtype)
+        out = zeros_like_shaped(g, batch + (size,), dtype)
         out[..., pos] = g
         return out.reshape(batch + shape)
     # Repeated indices accumulate: one bincount over (batch row, position).
@@ -76,6 +83,63 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     if dtype.kind == "c":
         total = total + 1j * np.bincount(flat_pos, weights=g2.imag, minlength=rows * size)
     return total.astype(dtype, copy=False).reshape(batch + shape)
+
+
+def _pad_scatter(g: Any, index: tuple, shape: tuple, nb: int) -> Any:
+    """Adjoint of a basic index of unit steps (``x[2:]``, ``x[::-1]``, ``x[0]``) by zero padding.
+
+    For Dask, padding keeps the cotangent's chunks (item assignment into lazy
+    zeros would rechunk everything); ``None`` when the index has other steps
+    or ``np.newaxis``.
+    """
+    if sum(i is Ellipsis for i in index) > 1 or any(i is None for i in index):
+        return None
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (len(shape) - len(index) + 1) + index[k + 1 :]
+    index = index + (slice(None),) * (len(shape) - len(index))
+    widths = [(0, 0)] * nb
+    axis = nb
+    for i, n in zip(index, shape):
+        if type(i) is slice:
+            picked = range(*i.indices(n))
+            if not picked or abs(picked.step) != 1:
+                return None
+            if picked.step < 0:
+                g = np.flip(g, axis=axis)
+            low, high = sorted((picked[0], picked[-1]))  # O(1) on a range
+            widths.append((low, n - 1 - high))
+        else:
+            i = operator.index(i) % n
+            g = np.expand_dims(g, axis)
+            widths.append((i, n - 1 - i))
+        axis += 1
+    return np.pad(g, widths) if any(w != (0, 0) for w in widths) else g
+
+
+def _gather_scatter(g: Any, pos: np.ndarray, size: int, batch: tuple, dtype: Any) -> Any:
+    """Scatter-add ``g[..., k]`` into slot ``pos[k]`` of zeros(batch + (size,)) by gathers only.
+
+    Dask has no item assignment with integer arrays, ``np.add.at`` or a weighted
+    bincount of a lazy array; a gather (integer indexing along one axis) it
+    has.  Occurrence ``m`` of each position forms one layer of unique
+    positions, gathered from ``g`` padded with a zero column; the layers add up.
+    """
+    zero = zeros_like_shaped(strip(g), batch + (1,), dtype)
+    padded = np.concatenate([g, zero], axis=-1)
+    order = np.argsort(pos, kind="stable")
+    sorted_pos = pos[order]
+    starts = np.searchsorted(sorted_pos, sorted_pos, side="left")
+    occurrence = np.empty_like(pos)
+    occurrence[order] = np.arange(pos.size) - starts
+    total = None
+    for m in range(int(occurrence.max()) + 1 if pos.size else 0):
+        source = np.full(size, pos.size)  # pos.size is the zero column
+        chosen = np.flatnonzero(occurrence == m)
+        source[pos[chosen]] = chosen
+        layer = padded[..., source]
+        total = layer if total is None else total + layer
+    return zeros_like_shaped(strip(g), batch + (size,), dtype) if total is None else total
 
 
 take_index = primitive(_take_index)

@@ -26,7 +26,9 @@ import warnings
 
 import numpy as np
 
-from ..dispatch import _reject_out, primitive
+from ..dispatch import _reject_out, primitive, strip
+from ..errors import UnsupportedFunctionError
+from ..lazy import is_dask
 from ..registry import CONSTANT_ARG, defcomposite, defvjp
 from ._util import negative_axes, unreduce
 
@@ -91,7 +93,7 @@ def _where_mask(g, where):
 
 
 def _sum_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    return _where_mask(unreduce(g, np.shape(x), axis, keepdims), where)
+    return _where_mask(unreduce(g, np.shape(x), axis, keepdims, like=x), where)
 
 
 def _count(shape, axis, where):
@@ -102,9 +104,11 @@ def _count(shape, axis, where):
 
 def _mean_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     shape = np.shape(x)
-    full = unreduce(g, shape, axis, keepdims)
     # An empty slice (all masked) has a NaN mean; keep 0/0 out of the other slices' cotangents.
-    return _where_mask(full / np.maximum(_count(shape, axis, where), 1), where)
+    count = np.maximum(_count(shape, axis, where), 1)
+    if where is True:  # a scalar count: divide before broadcasting (and a Dask g stays a lazy view)
+        return unreduce(g / count, shape, axis, keepdims, like=x)
+    return _where_mask(unreduce(g, shape, axis, keepdims, like=x) / count, where)
 
 
 def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, where=True):
@@ -197,12 +201,25 @@ def _cumprod_dense_vjp(g, x, ax):
     return np.moveaxis(dx, -1, ax)
 
 
+#: Longest axis for which cumprod's VJP of a Dask value takes the exact O(n**2) form.
+_LAZY_DENSE_MAX = 256
+
+
 def _cumprod_vjp(g, ans, x0, axis=None, dtype=None, out=None):
     x = np.ravel(x0) if axis is None or np.ndim(x0) == 0 else x0
     ax = _cum_axis(x, axis)
     zero = np.equal(x, 0)
     dx = rev_cumsum(g * ans, ax)
-    if zero.any():
+    # A Dask x cannot be asked whether it has zeros without computing it: always take the
+    # exact form below (the dense product is O(n**2) along the axis, so only for short axes).
+    lazy = is_dask(strip(x))
+    if lazy and np.shape(x)[ax] > _LAZY_DENSE_MAX:
+        raise UnsupportedFunctionError(
+            "numpy.cumprod",
+            f"On a Dask value its exact VJP needs O(n**2) work along an axis of length {np.shape(x)[ax]} "
+            f"(> {_LAZY_DENSE_MAX}); rechunk and use np.exp(np.cumsum(np.log(x))) for positive x.",
+        )
+    if lazy or zero.any():
         # Away from zeros, dx_k = (sum_{i>=k} g_i y_i) / x_k is exact; at zeros use the dense form.
         dx = np.where(zero, _cumprod_dense_vjp(g, x, ax), dx / np.where(zero, 1, x))
     else:
@@ -251,7 +268,8 @@ def _prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initia
     shape = np.shape(x)
     masked = where is not True
     xw = np.where(where, x, 1) if masked else x
-    if np.equal(xw, 0).any():
+    # A Dask x cannot be asked whether it has zeros without computing it: the exact form.
+    if is_dask(strip(xw)) or np.equal(xw, 0).any():
         others = _prod_others(xw, axis)
         if initial is not None:
             others = others * initial

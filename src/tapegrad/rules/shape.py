@@ -30,7 +30,8 @@ import numpy as np
 
 from ..dispatch import strip
 from ..errors import UnsupportedFunctionError
-from ..registry import defcomposite, defvjp
+from ..lazy import is_dask
+from ..registry import RULES, defcomposite, defvjp
 from ..tracer import Tracer
 from ._util import batch_ndim, negative_axes
 from .indexing import gather, getitem
@@ -178,6 +179,14 @@ defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g, needs=((),))
 defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g, needs=((),))
 
 
+def _copy(a, *args, **kwargs):
+    # Dask has no np.copy (it would compute): its arrays are immutable, so a.copy() is lazy.
+    return a.copy() if is_dask(a) else np.copy(a, *args, **kwargs)
+
+
+RULES[np.copy].fun = _copy
+
+
 def _asarray(a, dtype=None, order=None, *, like=None, **kwargs):
     """``np.asarray(tracer, like=...)``: the tracer itself (a cast when ``dtype`` asks)."""
     return a if dtype is None else a.astype(dtype)
@@ -228,8 +237,10 @@ def _concatenate_vjp(g, ans, arrays, axis=0, out=None, dtype=None, casting="same
         axis = axis % nd - nd
         sizes = [np.shape(a)[axis] for a in arrays]
         shapes = None
-    bounds = np.cumsum(sizes)[:-1]
-    pieces = np.split(g, bounds, axis=axis)
+    # Basic slices rather than np.split: Dask has no np.split (it would compute g).
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    after = (slice(None),) * (-axis - 1)
+    pieces = [g[(Ellipsis, slice(int(lo), int(hi))) + after] for lo, hi in zip(bounds[:-1], bounds[1:])]
     if shapes is not None:
         nb = np.ndim(g) - 1
         pieces = [np.reshape(p, np.shape(p)[:nb] + s) for p, s in zip(pieces, shapes)]
