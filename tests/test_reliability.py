@@ -387,7 +387,7 @@ def test_float32_gradients_stay_float32(fun):
 
 
 def test_private_tapes_release_their_values_and_refuse_a_second_request():
-    from tapegrad.api import _trace_call
+    from tapegrad.reverse import _trace_call
     from tapegrad.requests import gradient_request
 
     tape, out, _, sources, _ = _trace_call(lambda x: np.sum(np.sin(x) * x), (np.ones(3),), {}, 0, False)

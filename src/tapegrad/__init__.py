@@ -25,7 +25,7 @@ from .errors import (
 from .gradient_tape import GradientTape
 from .checkpoint import checkpoint
 from .custom import custom_vjp, defvjp
-from .forward import hvp, jacfwd, jvp
+from .api import hvp, jacfwd, jvp
 from .memory import retain_freed_memory
 from .constructors import intercept_array_constructors
 from .registry import CONSTANT_ARG, defcomposite, defconstant

@@ -39,7 +39,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Text
 
 import numpy as np
 
+from . import api
+from .dispatch import find_rule, observing_calls, strip_all
 from .dropped import translate
+from .errors import element_store_error
+from .graph import tape_to_dot, write_graph
+from .gradient_tape import GradientTape
+from .registry import function_name
 
 __all__ = ["CallRecord", "CheckReport", "check_function", "load_function", "random_inputs", "load_inputs", "run"]
 
@@ -218,8 +224,6 @@ class _Survey:
         self.covered: set = set()  # tape nodes created inside a surveyed call
 
     def note_call(self, key: Any) -> Any:
-        from .dispatch import find_rule
-        from .registry import function_name
 
         rule = find_rule(key)  # the lookup tracing itself uses (SciPy rules load on first use)
         name = function_name(key)
@@ -239,7 +243,6 @@ class _Survey:
         Unsupported calls are evaluated on the raw values (as constants) so the
         survey can go on and list all of them.
         """
-        from .dispatch import strip_all
 
         rule = self.note_call(key)
         if rule is None:
@@ -287,7 +290,6 @@ def _surveying(tape: Any) -> Iterator[_Survey]:
     :func:`tapegrad.dispatch.observing_calls`), so other threads keep tracing
     (and raising on unsupported calls) as usual.
     """
-    from .dispatch import observing_calls
 
     survey = _Survey(tape)
     with observing_calls(survey):
@@ -296,7 +298,6 @@ def _surveying(tape: Any) -> Iterator[_Survey]:
 
 def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> tuple:
     """Trace ``fun`` once; return ``(calls, tape, out, sources, error)``."""
-    from .gradient_tape import GradientTape
 
     tape = GradientTape(persistent=True)
     args = list(args)
@@ -309,8 +310,6 @@ def survey_calls(fun: Callable, args: Sequence[Any], argnums: Sequence[int]) -> 
             try:
                 out = fun(*args)
             except Exception as exc:  # any failure is the answer: report it
-                from .errors import element_store_error
-
                 # compiled code refusing a tracer, or a plain element store: as tg.grad says it
                 exc = element_store_error(exc) or translate(exc)
                 error = f"{type(exc).__name__}: {exc}"
@@ -323,7 +322,6 @@ def _target_functions(fun: Callable, argnums: Sequence[int], mode: str) -> tuple
 
     gradient: ``T = sum(f)``; jacobian: ``T = f``; hessian: ``T = grad_k f``.
     """
-    from . import api
 
     def total(*a: Any) -> Any:
         return np.sum(fun(*a))
@@ -423,7 +421,6 @@ def check_function(
     calls, tape, out, sources, error = survey_calls(fun, args, argnums)
     report.calls, report.error = calls, error
     if graph is not None and tape._tape.nodes:
-        from .graph import tape_to_dot, write_graph
 
         targets = {"output": out} if out is not None and error is None else None
         names = {f"argument {k}": s for k, s in zip(argnums, sources)}

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .dispatch import primitive
 from .registry import CONSTANT_ARG, defvjp
+from .reverse import vjp
 from .tracer import Tracer
 from .tree import flatten, unflatten
 
@@ -49,8 +50,6 @@ def _run(leaves: list, call: _Call) -> tuple:
 
 def _recompute_vjp(g: tuple, ans: tuple, leaves: list, call: _Call) -> list:
     """Re-run the function under a fresh tape and pull ``g`` back to the traced leaves."""
-    from .api import vjp  # api imports the rules that import this module's siblings
-
     traced = call.traced
 
     def on_traced(*values: Any) -> tuple:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .dispatch import strip
+from . import dropped
 from .dropped import QUIET_CALLERS, conversion_error, is_conversion, translate
 from .errors import GradientDroppedError, UnsupportedFunctionError
 from .tracer import Tracer
@@ -72,6 +73,9 @@ def _enabled() -> bool:
 def intercepting() -> bool:
     """Whether ``np.array`` and friends are intercepted in recording windows (now or next time)."""
     return _enabled()
+
+
+dropped.intercepting = intercepting  # its error messages say whether interception is on
 
 
 def intercept_array_constructors(enabled: bool = True) -> None:

@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 from types import FrameType, TracebackType
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .errors import GradientDroppedError
 
@@ -138,10 +138,13 @@ def _traceback(tb: Optional[TracebackType]) -> List[Tuple[FrameType, int]]:
     return frames
 
 
-def _interception_note() -> str:
-    from . import constructors  # lazily: constructors imports the tracer, which imports us
+#: Whether np.array / np.asarray are intercepted while tapes record; set by
+#: :mod:`tapegrad.constructors` (a higher layer) when it is imported.
+intercepting: Callable[[], bool] = lambda: False
 
-    if not constructors.intercepting():
+
+def _interception_note() -> str:
+    if not intercepting():
         return (
             " (tapegrad's interception of np.array / np.asarray is switched off: "
             "TAPEGRAD_PATCH_NUMPY=0 or tapegrad.intercept_array_constructors(False).)"

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
 
-from .api import _normalize_argnums, grad, jacobian, vjp
+from .reverse import _normalize_argnums, grad, jacrev, vjp
 from .backward import basis_rows
 from .requests import leading_batch
 from .tracer import Tracer
@@ -203,7 +203,7 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
             # An infinite partial derivative somewhere: forward and reverse sweeps meet
             # it in opposite orders, so 0 * inf lands on different entries.  Every way
             # of asking gives the numbers of stacked single VJPs: take reverse mode.
-            return jacobian(fun, argnums, has_aux)(*args, **kwargs)
+            return jacrev(fun, argnums, has_aux)(*args, **kwargs)
         result = (out, pushed) + tuple(traced[2:])
         t_leaves, out_structure = flatten(result[1])
         y_leaves, _ = flatten(result[0])

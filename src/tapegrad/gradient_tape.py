@@ -15,6 +15,7 @@ from .requests import (
     gradient_request,
     jacobian_request,
 )
+from .graph import tape_to_dot
 from .host import prepare
 from .tape import Tape
 from .tracer import Tracer
@@ -110,8 +111,6 @@ class GradientTape:
         ``targets`` are drawn red, ``sources`` (default: the watched values)
         green; write a picture with :func:`tapegrad.graph.write_graph`.
         """
-        from .graph import tape_to_dot
-
         return tape_to_dot(self, targets, sources)
 
     @contextlib.contextmanager

@@ -28,6 +28,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .requests import resolve
+
 __all__ = ["tape_to_dot", "write_graph", "render", "can_render", "node_label"]
 
 _SOURCE_STYLE = 'shape=box, style="rounded,filled", fillcolor="#c8e6c9", color="#2e7d32", penwidth=2'
@@ -99,8 +101,6 @@ def _quote(text: str) -> str:
 
 def _named_nodes(values: Any, tape: Any) -> List[Tuple[str, Any]]:
     """``(name, node)`` for each traced value of ``tape`` in ``values`` (a value, sequence or dict)."""
-    from .requests import resolve
-
     if values is None:
         return []
     if isinstance(values, dict):

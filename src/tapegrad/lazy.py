@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
+from .tracer import strip
 
 __all__ = [
     "LazyComputeError",
@@ -84,8 +85,6 @@ def is_dask(value: Any) -> bool:
 
 def any_duck(values: Iterable[Any]) -> bool:
     """Whether any of ``values`` (raw values, tracers unwrapped) is a duck array."""
-    from .dispatch import strip  # lazily: dispatch imports the tracer, which imports this module's users
-
     return any(is_duck_array(strip(v)) for v in values)
 
 

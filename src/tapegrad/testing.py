@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .api import vjp
+from .reverse import vjp
 
 __all__ = ["check_grads", "numerical_jvp"]
 

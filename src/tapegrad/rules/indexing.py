@@ -19,6 +19,7 @@ import numpy as np
 
 from ..banded import BandedCotangent
 from ..dispatch import primitive
+from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
 from ..tracer import ROUTES, is_basic_index, strip
@@ -269,8 +270,6 @@ def astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
     """
     kind = np.dtype(dtype).kind
     if kind in "OUSV":
-        from ..errors import GradientDroppedError
-
         raise GradientDroppedError(
             f"casting a tapegrad tracer to dtype {np.dtype(dtype)} would drop its gradient "
             "(object and string arrays cannot carry one). Keep a floating-point dtype, or "

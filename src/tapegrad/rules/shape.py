@@ -31,7 +31,7 @@ import numpy as np
 from ..dispatch import strip
 from ..errors import UnsupportedFunctionError
 from ..lazy import is_dask
-from ..registry import RULES, defcomposite, defvjp
+from ..registry import PRIMITIVE, RULES, defcomposite, defvjp
 from ..tracer import Tracer
 from ._util import batch_ndim, negative_axes
 from .indexing import gather, getitem
@@ -496,8 +496,6 @@ defcomposite(np.delete, lambda arr, obj, axis=None: gather(lambda t: np.delete(t
 
 def _mark_views() -> None:
     """Primitives whose output NumPy may return as a view of their first argument."""
-    from ..registry import PRIMITIVE, RULES
-
     candidates = (
         np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.squeeze,
         np.expand_dims, np.broadcast_to, np.diagonal, np.split, np.array_split,
