@@ -8,7 +8,7 @@ traced gradient.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from .forward import hvp, jacfwd, jvp
 from .reverse import (

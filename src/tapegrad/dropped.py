@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 from types import FrameType, TracebackType
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .errors import GradientDroppedError
 

@@ -17,7 +17,6 @@ import numpy as np
 
 from . import constructors as _constructors
 from .backward import as_seed
-from .dispatch import strip
 from .errors import TapeError, element_store_error
 from .lazy import any_duck, guard  # Dask values stay lazy
 from .requests import (

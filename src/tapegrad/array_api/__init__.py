@@ -29,9 +29,9 @@ from .. import tracer as _tracer
 from ..dispatch import strip
 from ..tracer import Tracer
 from . import _fft as fft
-from . import _linalg as linalg
-from . import _special as special
-from ._info import __array_namespace_info__
+from . import _linalg as linalg  # noqa: F401  (the namespace's linalg extension)
+from . import _special as special  # noqa: F401  (xp.special, read by SciPy)
+from ._info import __array_namespace_info__  # noqa: F401
 
 __array_api_version__ = "2024.12"
 _VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -216,7 +216,7 @@ def namespace(tape: Any, api_version: Optional[str] = None) -> Any:
 
 _tracer.set_array_namespace(namespace)
 
-__all__ = sorted(
+__all__ = sorted(  # noqa: PLE0605
     _SAME
     + """asarray astype finfo iinfo result_type can_cast clip sort argsort take take_along_axis searchsorted
     e inf nan pi newaxis bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64

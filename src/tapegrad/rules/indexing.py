@@ -21,7 +21,7 @@ from ..banded import BandedCotangent
 from ..dispatch import primitive
 from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
-from ..registry import CONSTANT_ARG, RULES, defvjp
+from ..registry import CONSTANT_ARG, defvjp
 from ..tracer import ROUTES, is_basic_index, strip
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]

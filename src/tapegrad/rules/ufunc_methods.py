@@ -32,7 +32,7 @@ subgradient, though not always an equal share.  The constant ufuncs
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
