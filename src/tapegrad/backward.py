@@ -151,13 +151,6 @@ class _Pending:
             prev = outs[out]
             outs[out] = g if prev is None else self._sum(prev, g)
 
-    def pop(self, idx: int) -> Any:
-        g = self.slots.pop(idx, None)
-        if g is not None and self.owned:
-            for item in g if type(g) is list else (g,):
-                self.owned.pop(id(item), None)
-        return g
-
 
 def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> bool:
     """Add the cotangent of ``x[index]`` straight into ``x``'s accumulated cotangent.

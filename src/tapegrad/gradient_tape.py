@@ -12,14 +12,14 @@ from .requests import (
     batch_jacobian_request,
     check_unconnected,
     fresh_results,
-    gradient_request,
+    structured_gradient,
     jacobian_request,
 )
 from .graph import tape_to_dot
 from .host import prepare
 from .tape import Tape
 from .tracer import Tracer
-from .tree import flatten, flatten_up_to, unflatten
+from .tree import flatten, unflatten
 
 __all__ = ["GradientTape"]
 
@@ -170,11 +170,7 @@ class GradientTape:
         """
         tape = self._consume()
         unconnected = check_unconnected(unconnected_gradients)
-        ys, y_structure = flatten(target)
-        xs, structure = flatten(sources)
-        gys = None if output_gradients is None else flatten_up_to(y_structure, output_gradients)
-        results = gradient_request(tape, ys, xs, gys, (), unconnected)
-        return unflatten(structure, fresh_results(results, gys or ()))
+        return structured_gradient(tape, target, sources, output_gradients, (), unconnected)
 
     def jacobian(
         self,

@@ -16,6 +16,7 @@ from .tracer import strip
 from .errors import TapeError
 from .lazy import any_duck, guard, is_dask, is_duck_array, zeros_like_shaped
 from .tape import Tape
+from .tree import flatten, flatten_up_to, unflatten
 from .tracer import Tracer, unwrap_above
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "batch_jacobian_request",
     "check_unconnected",
     "fresh_results",
+    "structured_gradient",
 ]
 
 _UNCONNECTED = ("none", "zero")
@@ -305,3 +307,15 @@ def batch_jacobian_request(
     full = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
     full = np.moveaxis(full, 0, 1)
     return np.reshape(full, (rows,) + row_shape + xrow)
+
+
+def structured_gradient(
+    tape: Tape, ys: Any, xs: Any, grad_ys: Any, stop_gradients: Sequence[Any], unconnected: str
+) -> Any:
+    """:func:`gradient_request` for nested structures: the one body of ``tg.gradients`` and
+    ``GradientTape.gradient``.  Results keep the structure of ``xs``."""
+    y_leaves, y_structure = flatten(ys)
+    x_leaves, structure = flatten(xs)
+    gys = None if grad_ys is None else flatten_up_to(y_structure, grad_ys)
+    results = gradient_request(tape, y_leaves, x_leaves, gys, stop_gradients, unconnected)
+    return unflatten(structure, fresh_results(results, gys or ()))

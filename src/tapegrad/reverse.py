@@ -24,6 +24,7 @@ from .requests import (
     check_unconnected,
     fresh_results,
     gradient_request,
+    structured_gradient,
     jacobian_request,
     leading_batch,
     vjp_request,
@@ -418,11 +419,8 @@ def gradients(
     without the tape object, and does not consume the tape.
     """
     unconnected = check_unconnected(unconnected_gradients)
-    y_leaves, y_structure = flatten(ys)
-    single = not isinstance(xs, (list, tuple, dict))
-    x_leaves, structure = flatten([xs] if single else xs)
-    gys = None if grad_ys is None else flatten_up_to(y_structure, grad_ys)
+    if not isinstance(xs, (list, tuple, dict)):
+        xs = [xs]  # like tf.gradients: a list of results for a single x
     stops, _ = flatten(stop_gradients) if stop_gradients is not None else ([], None)
-    tape = _find_tape(x_leaves)
-    results = gradient_request(tape, y_leaves, x_leaves, gys, stops, unconnected)
-    return unflatten(structure, fresh_results(results, gys or ()))
+    tape = _find_tape(flatten(xs)[0])
+    return structured_gradient(tape, ys, xs, grad_ys, stops, unconnected)
