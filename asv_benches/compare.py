@@ -259,6 +259,8 @@ class Jax(Adapter):
 
     def _make(self, transform: Callable, w: W.Workload, args: tuple, jit: bool):
         jax = self.jax
+        if jit and not w.jit:
+            raise NotImplementedError(f"jit skipped for {w.key}: it would unroll the Python loop (minutes to compile)")
         conv = self.jnp.asarray
         first, _, rest, _ = _split(args, conv)
         fn = transform(functools.partial(w.fun, xp=self.jnp))

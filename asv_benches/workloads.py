@@ -253,6 +253,7 @@ class Workload:
     description: str
     small_args: Callable[[], tuple]
     uses: Tuple[str, ...] = ()  # namespace members beyond the common ones (e.g. "linalg")
+    jit: bool = True  # False: a tracing JIT would unroll a long Python loop (minutes to compile)
 
     @property
     def label(self) -> str:
@@ -359,7 +360,7 @@ WORKLOADS: Dict[str, Workload] = {
                  lambda: _w6_args(8)),
         Workload("W7", "ode_nbody", "grad", nbody_rk4, _w7_args,
                  "5 bodies, 200 RK4 steps of softened gravity; gradient w.r.t. the initial state",
-                 lambda: _w7_args(3)),
+                 lambda: _w7_args(3), jit=False),
         Workload("W8", "gp_nlml", "grad", gp_nlml, _w8_args,
                  "GP negative log marginal likelihood, n = 400 (cholesky, solve, slogdet); "
                  "gradient w.r.t. 3 hyperparameters",
