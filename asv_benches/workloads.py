@@ -1,4 +1,4 @@
-"""Benchmark workloads W1-W6, shared by the asv suite, compare.py and the smoke test.
+"""Benchmark workloads W1-W11, shared by the asv suite, compare.py and the smoke test.
 
 Every workload is written once, as plain NumPy code.  Each function takes an
 optional ``xp`` namespace (``numpy`` by default): tapegrad differentiates the
@@ -6,8 +6,13 @@ default form unchanged, while compare.py passes a small adapter namespace so
 that the *same* arithmetic runs on autograd, JAX, PyTorch, TensorFlow, ...
 
 The namespace must provide: ``sin cos exp log log1p tanh matmul`` and
-``sum(x, axis=None, keepdims=False)``, ``max(x, axis, keepdims)``.  Operators
-(``+ - * / **``, slicing) are used directly on the arrays.
+``sum(x, axis=None, keepdims=False)``, ``max(x, axis, keepdims)``, and for
+W8 ``linalg.cholesky linalg.solve linalg.slogdet``.  Operators
+(``+ - * / **``, slicing, ``[..., None]``) are used directly on the arrays.
+
+W1-W6 are the original, tuned-for workloads; W7-W11 were added later as
+workloads nobody tuned for (an ODE loop, a Gaussian process, a large
+Hessian-vector product, a 2-D field's Hessian, per-example gradients).
 
 All data is float64 and comes from fixed seeds, so every library sees the
 same numbers and results can be compared element for element.
@@ -33,6 +38,11 @@ __all__ = [
     "rosenbrock",
     "deep_chain",
     "wide_to_narrow",
+    "nbody_rk4",
+    "gp_nlml",
+    "hvp_objective",
+    "grid_energy",
+    "per_example_losses",
 ]
 
 SEED = 20240601
@@ -122,6 +132,95 @@ def rosenbrock(x: Any, xp: Any = np) -> Any:
     return xp.sum(100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2)
 
 
+# ----------------------------------------------------------------------------- W7
+NBODY_BODIES = 5
+NBODY_STEPS = 200
+NBODY_DT = 0.01
+NBODY_SOFTENING = 0.1
+
+
+def _nbody_accel(q: Any, mass: Any, xp: Any) -> Any:
+    """Softened gravitational accelerations of bodies at ``q`` (N, 3)."""
+    diff = q[None, :, :] - q[:, None, :]  # diff[i, j] = q_j - q_i
+    r2 = xp.sum(diff * diff, axis=-1) + NBODY_SOFTENING
+    w = mass * r2**-1.5  # mass broadcasts over j
+    return xp.sum(diff * w[:, :, None], axis=1)
+
+
+def nbody_rk4(state: Any, mass: Any, steps: int = NBODY_STEPS, dt: float = NBODY_DT, xp: Any = np) -> Any:
+    """W7: ``steps`` classical RK4 steps of a small N-body system, then ``|q|^2 + |v|^2 / 2``.
+
+    ``state`` is ``(2, N, 3)``: positions and velocities.  Many small
+    operations on (N, 3) arrays: per-op overhead, like W1, in a real loop.
+    """
+    q, v = state[0], state[1]
+    for _ in range(steps):
+        k1q, k1v = v, _nbody_accel(q, mass, xp)
+        k2q, k2v = v + 0.5 * dt * k1v, _nbody_accel(q + 0.5 * dt * k1q, mass, xp)
+        k3q, k3v = v + 0.5 * dt * k2v, _nbody_accel(q + 0.5 * dt * k2q, mass, xp)
+        k4q, k4v = v + dt * k3v, _nbody_accel(q + dt * k3q, mass, xp)
+        q = q + (dt / 6.0) * (k1q + 2.0 * k2q + 2.0 * k3q + k4q)
+        v = v + (dt / 6.0) * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
+    return xp.sum(q * q) + 0.5 * xp.sum(v * v)
+
+
+# ----------------------------------------------------------------------------- W8
+GP_POINTS = 400
+GP_JITTER = 1e-6
+
+
+def gp_nlml(theta: Any, sqdist: Any, y: Any, eye: Any, xp: Any = np) -> Any:
+    """W8: negative log marginal likelihood of a squared-exponential Gaussian process.
+
+    ``theta = (log signal variance, log length scale, log noise variance)``;
+    ``sqdist`` the (n, n) squared distances of the inputs, ``eye`` the identity.
+    Built on ``cholesky`` (the data term through a solve with the factor) and
+    ``slogdet`` (the log determinant), as a NumPy user would write it.
+    """
+    n = y.shape[0]
+    k = xp.exp(theta[0]) * xp.exp(-0.5 * sqdist * xp.exp(-2.0 * theta[1])) + (xp.exp(theta[2]) + GP_JITTER) * eye
+    z = xp.linalg.solve(xp.linalg.cholesky(k), y)
+    return 0.5 * xp.matmul(z, z) + 0.5 * xp.linalg.slogdet(k)[1] + 0.5 * n * np.log(2.0 * np.pi)
+
+
+# ----------------------------------------------------------------------------- W9
+def hvp_objective(x: Any, xp: Any = np) -> Any:
+    """W9: separable terms plus a Rosenbrock coupling; its Hessian-vector product is wanted (n = 1e6)."""
+    head, tail = x[:-1], x[1:]
+    coupling = xp.sum(100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2)
+    return xp.sum(xp.log1p(x * x)) + 0.1 * xp.sum(xp.cos(x)) + coupling
+
+
+# ----------------------------------------------------------------------------- W10
+GRID = 30
+
+
+def grid_energy(x: Any, xp: Any = np) -> Any:
+    """W10: a 2-D field's energy with 2-D slicing; its full (900 x 900) Hessian is wanted.
+
+    ``sum(log1p(dx^2)) + sum(log1p(dy^2)) + sum(x^4) / 4`` with
+    ``dx = x[1:, :] - x[:-1, :]`` and ``dy = x[:, 1:] - x[:, :-1]``.
+    """
+    dx = x[1:, :] - x[:-1, :]
+    dy = x[:, 1:] - x[:, :-1]
+    return xp.sum(xp.log1p(dx * dx)) + xp.sum(xp.log1p(dy * dy)) + 0.25 * xp.sum(x**4)
+
+
+# ----------------------------------------------------------------------------- W11
+PER_EXAMPLE_BATCH = 512
+PER_EXAMPLE_DIM = 200
+
+
+def per_example_losses(w: Any, x: Any, y: Any, xp: Any = np) -> Any:
+    """W11: logistic losses ``log(1 + exp(-y_i x_i . w))``, one per example.
+
+    With ``x`` (B, d) the result has length B and its Jacobian's rows are the
+    per-example gradients; with one row ``x`` (d,) it is that example's loss
+    (the form ``vmap(grad(...))`` differentiates).
+    """
+    return xp.log1p(xp.exp(-y * xp.matmul(x, w)))
+
+
 # ----------------------------------------------------------------------------- registry
 @dataclass
 class Workload:
@@ -131,8 +230,12 @@ class Workload:
     ----------
     key, name : str
         ``"W1"`` ... and a short name (``"overhead"``).
-    kind : {"grad", "jacobian", "hessian"}
-        What is computed, always with respect to ``args[argnum]``.
+    kind : {"grad", "jacobian", "hessian", "hvp", "per_example"}
+        What is computed, always with respect to ``args[0]``.  ``"hvp"``:
+        ``args = (x, v, *rest)`` and the product ``H(x) @ v`` of
+        ``fun(x, *rest)`` is wanted.  ``"per_example"``: ``fun`` returns one
+        loss per row of ``args[1]`` and the per-example gradients (the rows of
+        the Jacobian) are wanted.
     fun : callable
         ``fun(*args, xp=np)``; the differentiated argument comes first.
     make_args : callable
@@ -149,10 +252,20 @@ class Workload:
     make_args: Callable[[], tuple]
     description: str
     small_args: Callable[[], tuple]
+    uses: Tuple[str, ...] = ()  # namespace members beyond the common ones (e.g. "linalg")
+    jit: bool = True  # False: a tracing JIT would unroll a long Python loop (minutes to compile)
 
     @property
     def label(self) -> str:
         return f"{self.key} {self.name}"
+
+    def forward_args(self, args: tuple) -> tuple:
+        """The arguments of the plain forward call ``fun(*forward_args)`` (drops an hvp's ``v``)."""
+        return (args[0],) + tuple(args[2:]) if self.kind == "hvp" else tuple(args)
+
+    def forward(self, args: tuple) -> Any:
+        """The plain NumPy forward pass (the time every ratio is taken against)."""
+        return self.fun(*self.forward_args(args))
 
 
 def _w1_args() -> tuple:
@@ -192,6 +305,38 @@ def _w6_args(n: int = 1000) -> tuple:
     return (_rng(6).uniform(-1.5, 1.5, n),)
 
 
+def _w7_args(bodies: int = NBODY_BODIES) -> tuple:
+    rng = _rng(10)
+    state = np.stack([rng.uniform(-1.0, 1.0, (bodies, 3)), 0.3 * rng.standard_normal((bodies, 3))])
+    mass = rng.uniform(0.5, 1.5, bodies)
+    return state, mass
+
+
+def _w8_args(n: int = GP_POINTS) -> tuple:
+    rng = _rng(11)
+    x = rng.uniform(0.0, 5.0, (n, 3))
+    sqdist = np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
+    y = np.sin(x[:, 0]) + np.cos(2.0 * x[:, 1]) + 0.1 * rng.standard_normal(n)
+    theta = np.array([0.2, 0.3, np.log(0.05)])
+    return theta, sqdist, y, np.eye(n)
+
+
+def _w9_args(n: int = 1_000_000) -> tuple:
+    rng = _rng(12)
+    return rng.uniform(-1.5, 1.5, n), rng.standard_normal(n)
+
+
+def _w10_args(side: int = GRID) -> tuple:
+    return (_rng(13).standard_normal((side, side)),)
+
+
+def _w11_args(batch: int = PER_EXAMPLE_BATCH, dim: int = PER_EXAMPLE_DIM) -> tuple:
+    rng = _rng(14)
+    x = rng.standard_normal((batch, dim)) / np.sqrt(dim)
+    y = np.sign(rng.standard_normal(batch))
+    return 0.5 * rng.standard_normal(dim), x, y
+
+
 WORKLOADS: Dict[str, Workload] = {
     w.key: w
     for w in [
@@ -213,8 +358,37 @@ WORKLOADS: Dict[str, Workload] = {
         Workload("W6", "rosen_hessian", "hessian", rosenbrock, _w6_args,
                  "Rosenbrock, n = 1000; full Hessian",
                  lambda: _w6_args(8)),
+        Workload("W7", "ode_nbody", "grad", nbody_rk4, _w7_args,
+                 "5 bodies, 200 RK4 steps of softened gravity; gradient w.r.t. the initial state",
+                 lambda: _w7_args(3), jit=False),
+        Workload("W8", "gp_nlml", "grad", gp_nlml, _w8_args,
+                 "GP negative log marginal likelihood, n = 400 (cholesky, solve, slogdet); "
+                 "gradient w.r.t. 3 hyperparameters",
+                 lambda: _w8_args(7), uses=("linalg",)),
+        Workload("W9", "hvp_large", "hvp", hvp_objective, _w9_args,
+                 "1e6 elements, separable terms + Rosenbrock coupling; Hessian-vector product",
+                 lambda: _w9_args(9)),
+        Workload("W10", "grid_hessian", "hessian", grid_energy, _w10_args,
+                 "30 x 30 field, energy of x[1:, :] - x[:-1, :] and x[:, 1:] - x[:, :-1]; full 900 x 900 Hessian",
+                 lambda: _w10_args(4)),
+        Workload("W11", "per_example", "per_example", per_example_losses, _w11_args,
+                 "logistic loss, B = 512 examples, d = 200; per-example gradients (512 x 200)",
+                 lambda: _w11_args(6, 4)),
     ]
 }
+
+
+def tapegrad_derivative(w: Workload) -> Callable[..., Any]:
+    """tapegrad's derivative of ``w`` for its kind, called as ``derivative(*w.make_args())``.
+
+    Per-example gradients are the rows of the Jacobian of the loss vector
+    (one batched sweep); an hvp is :func:`tapegrad.hvp` (``h(x, v, *rest)``).
+    """
+    import tapegrad as tg
+
+    transform = {"grad": tg.grad, "jacobian": tg.jacobian, "hessian": tg.hessian, "hvp": tg.hvp,
+                 "per_example": tg.jacobian}[w.kind]
+    return transform(w.fun)
 
 
 def get(key: str) -> Workload:

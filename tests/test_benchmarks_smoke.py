@@ -119,6 +119,86 @@ def test_w6_hessian_closed_form():
     check_grads(W.rosenbrock, [x], order=2)
 
 
+# ------------------------------------------------------------------------ W7
+def test_w7_short_integration_matches_finite_differences():
+    state, mass = W.get("W7").small_args()
+    check_grads(lambda s: W.nbody_rk4(s, mass, steps=3), [state], order=2)
+
+
+def test_w7_conserves_momentum_and_its_gradient_has_the_state_shape():
+    state, mass = W.get("W7").small_args()
+    g = tg.grad(W.nbody_rk4)(state, mass)
+    assert g.shape == state.shape and np.all(np.isfinite(g))
+    # The pairwise forces cancel: total momentum is constant through every RK4 stage.
+    q, v = state[0], state[1]
+    a = W._nbody_accel(q, mass, np)
+    np.testing.assert_allclose(np.sum(mass[:, None] * a, axis=0), 0.0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------ W8
+def test_w8_gradient_closed_form():
+    theta, d2, y, eye = W.get("W8").small_args()
+    s, ell2, noise = np.exp(theta[0]), np.exp(2 * theta[1]), np.exp(theta[2])
+    kse = s * np.exp(-0.5 * d2 / ell2)
+    k = kse + (noise + W.GP_JITTER) * eye
+    kinv = np.linalg.inv(k)
+    alpha = kinv @ y
+    inner = kinv - np.outer(alpha, alpha)
+    d_k = [kse, kse * d2 / ell2, noise * eye]  # dK / dtheta_i
+    expected = np.array([0.5 * np.sum(inner * dk) for dk in d_k])
+    np.testing.assert_allclose(tg.grad(W.gp_nlml)(theta, d2, y, eye), expected, rtol=1e-9, atol=1e-12)
+    n = y.size
+    value = 0.5 * y @ alpha + 0.5 * np.linalg.slogdet(k)[1] + 0.5 * n * np.log(2 * np.pi)
+    np.testing.assert_allclose(W.gp_nlml(theta, d2, y, eye), value, rtol=1e-12)
+    check_grads(lambda t: W.gp_nlml(t, d2, y, eye), [theta], order=2)
+
+
+# ------------------------------------------------------------------------ W9
+def test_w9_hvp_closed_form():
+    x, v = W.get("W9").small_args()
+    diag = 2 * (1 - x * x) / (1 + x * x) ** 2 - 0.1 * np.cos(x)
+    expected = diag * v + rosenbrock_hessian(x) @ v
+    np.testing.assert_allclose(tg.hvp(W.hvp_objective)(x, v), expected, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(W.tapegrad_derivative(W.get("W9"))(x, v), expected, rtol=1e-10, atol=1e-9)
+
+
+# ------------------------------------------------------------------------ W10
+def _grid_gradient(x):
+    g = x**3
+    dx = x[1:, :] - x[:-1, :]
+    dy = x[:, 1:] - x[:, :-1]
+    px, py = 2 * dx / (1 + dx * dx), 2 * dy / (1 + dy * dy)
+    g[1:, :] += px
+    g[:-1, :] -= px
+    g[:, 1:] += py
+    g[:, :-1] -= py
+    return g
+
+
+def test_w10_hessian_matches_differences_of_the_closed_form_gradient():
+    (x,) = W.get("W10").small_args()
+    np.testing.assert_allclose(tg.grad(W.grid_energy)(x), _grid_gradient(x), rtol=1e-12, atol=1e-12)
+    eps, n = 1e-6, x.shape[0]
+    fd = np.zeros((n, n, n, n))
+    for i in range(n):
+        for j in range(n):
+            d = np.zeros_like(x)
+            d[i, j] = eps
+            fd[..., i, j] = (_grid_gradient(x + d) - _grid_gradient(x - d)) / (2 * eps)
+    hess = tg.hessian(W.grid_energy)(x)
+    assert hess.shape == (n, n, n, n)
+    np.testing.assert_allclose(hess, fd, rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------------ W11
+def test_w11_per_example_gradients_closed_form():
+    w, x, y = W.get("W11").small_args()
+    expected = (-y * _sigmoid(-y * (x @ w)))[:, None] * x
+    np.testing.assert_allclose(W.tapegrad_derivative(W.get("W11"))(w, x, y), expected, rtol=1e-12, atol=1e-14)
+    # One row is one example's loss: the form vmap(grad(...)) differentiates.
+    np.testing.assert_allclose(tg.grad(W.per_example_losses)(w, x[2], y[2]), expected[2], rtol=1e-12)
+
+
 # ------------------------------------------------------------------------ full-size data, memory hooks
 @pytest.mark.parametrize("key", list(W.WORKLOADS))
 def test_full_size_data_is_fixed_and_float64(key):
@@ -126,7 +206,7 @@ def test_full_size_data_is_fixed_and_float64(key):
     first, again = w.make_args(), w.make_args()
     leaves = [a for arg in first for a in (arg if isinstance(arg, list) else [arg])]
     assert all(a.dtype == np.float64 for a in leaves)
-    np.testing.assert_array_equal(np.ravel(w.fun(*first)), np.ravel(w.fun(*again)))
+    np.testing.assert_array_equal(np.ravel(w.forward(first)), np.ravel(w.forward(again)))
 
 
 def test_chunked_jacobian_and_deep_chain_scenarios_agree():
@@ -169,6 +249,43 @@ def test_compare_worker_table_and_agreement(tmp_path):
                                   "rows": rows, "targets": compare.targets(rows),
                                   "options": {"repeat": 1, "rounds": 1, "min_time": 0.0}})
     assert "tapegrad[hessian]" in text and "n/a (torch[functional.hessian(vectorize=True)] not measured)" in text
+
+
+def test_compare_worker_runs_the_new_kinds(tmp_path):
+    compare.run_worker("tapegrad", ["W11"], repeat=1, min_time=0.0, budget=0.0, outdir=str(tmp_path))
+    report = json.loads((tmp_path / "tapegrad.json").read_text())
+    (entry,) = report["entries"]
+    assert entry["status"] == "ok" and entry["api"] == "jacobian"
+    rows = compare._rows({("tapegrad", "W11", "jacobian"): entry}, ["W11"], ["tapegrad"], str(tmp_path))
+    (grads,) = compare._load(str(tmp_path), entry["result_file"])
+    w, x, y = W.get("W11").make_args()
+    np.testing.assert_allclose(grads, (-y * _sigmoid(-y * (x @ w)))[:, None] * x, rtol=1e-12, atol=1e-15)
+    assert rows[0]["status"] == "ok"
+
+
+def test_best_eager_target_takes_the_fastest_non_jit_api():
+    rows = [
+        {"workload": "W8", "lib": "tapegrad", "api": "grad", "median_s": 2.0, "ratio": 3.0},
+        {"workload": "W8", "lib": "torch", "api": "slow", "median_s": 4.0, "ratio": 6.0},
+        {"workload": "W8", "lib": "torch", "api": "fast", "median_s": 2.5, "ratio": 4.0},
+        {"workload": "W8", "lib": "torch", "api": "jit(fast)", "median_s": 0.1, "ratio": 0.2},
+    ]
+    (w8,) = [t for t in compare.targets(rows) if t["workload"] == "W8"]
+    assert w8["value"] == pytest.approx(0.8) and w8["verdict"] == "PASS" and "[fast]" in w8["target"]
+    rows[2]["median_s"] = 2.4
+    (w8,) = [t for t in compare.targets(rows) if t["workload"] == "W8"]
+    assert w8["verdict"] == "FAIL"
+
+
+class _NoLinalg(compare.Adapter):
+    name = "nolinalg"
+    apis = {"grad": ["grad"]}
+    xp = object()
+
+
+def test_a_peer_without_linalg_is_told_clearly():
+    with pytest.raises(NotImplementedError, match="nolinalg has no linalg"):
+        _NoLinalg().build("grad", W.get("W8"), ())
 
 
 def test_compare_flags_a_wrong_result(tmp_path):

@@ -334,6 +334,131 @@ def test_matrix_rank_is_constant():
     np.testing.assert_allclose(tg.grad(lambda x: np.sum(x) * np.linalg.matrix_rank(x))(a), np.full((4, 3), 3.0))
 
 
+# ---------------------------------------------------------------- triangular solves in the VJPs
+from tapegrad.rules import linalg as linalg_rules  # noqa: E402
+
+
+def lower_tri(*shape):
+    """Well-conditioned lower-triangular matrices (exact zeros above the diagonal)."""
+    return np.tril(rand(*shape)) + shape[-1] * np.eye(shape[-1])
+
+
+@pytest.fixture(params=["scipy", "numpy"])
+def tri_backend(request, monkeypatch):
+    """Run a test with SciPy's triangular solve and with the NumPy fallback (SciPy absent)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(linalg_rules, "_scipy_linalg", lambda: None)
+    else:
+        assert linalg_rules._scipy_linalg() is not None
+    return request.param
+
+
+def test_tri_solve_matches_dense_solve(tri_backend):
+    for t, rhs in [(lower_tri(4, 4), rand(4, 3)), (lower_tri(4, 4), rand(2, 5, 4, 3)),
+                   (lower_tri(2, 4, 4), rand(3, 2, 4, 2))]:
+        for lower, tt in [(True, t), (False, np.swapaxes(t, -1, -2))]:
+            for trans in (False, True):
+                eff = np.swapaxes(tt, -1, -2) if trans else tt
+                got = linalg_rules.tri_solve(tt, rhs, lower=lower, trans=trans)
+                np.testing.assert_allclose(eff @ got, np.broadcast_to(rhs, got.shape), rtol=1e-10, atol=1e-12)
+
+
+def test_triangle_detection():
+    assert linalg_rules._triangle(lower_tri(3, 3)) == "lower"
+    assert linalg_rules._triangle(lower_tri(2, 3, 3).swapaxes(-1, -2)) == "upper"
+    assert linalg_rules._triangle(well(3, 3)) is None
+    assert linalg_rules._triangle(np.complex128(1j) * lower_tri(3, 3)) is None  # complex: LU path
+
+
+def test_vjps_call_the_triangular_solve_on_plain_arrays(monkeypatch):
+    sl = linalg_rules._scipy_linalg()
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(np.shape(args[0]))
+        return sl.solve_triangular(*args, **kwargs)
+
+    monkeypatch.setattr(linalg_rules, "_scipy_linalg", lambda: type("SL", (), {"solve_triangular": staticmethod(spy)}))
+    a, low, b = spd(5, 5), lower_tri(5, 5), rand(5)
+    tg.grad(lambda x: np.sum(np.linalg.cholesky(x) ** 3))(a)
+    assert len(calls) == 2  # L^-T P L^-1: two solves, no inverse
+    tg.grad(lambda x: np.sum(np.linalg.qr(x)[1] ** 2))(rand(6, 5))
+    assert len(calls) == 3
+    tg.grad(lambda x: np.sum(np.linalg.solve(x, b) ** 2))(low)
+    assert len(calls) == 4
+    tg.grad(lambda x: np.sum(np.linalg.solve(x, b) ** 2))(well(5, 5))
+    assert len(calls) == 4  # a general matrix keeps the LU solve
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_triangular_vjp_both_backends(tri_backend, upper):
+    check(lambda a: np.linalg.cholesky(a, upper=upper), spd(4, 4))
+    check(lambda a: np.linalg.cholesky(a, upper=upper), spd(2, 3, 3))
+
+
+def test_cholesky_jacobian_batched_cotangents(tri_backend):
+    a = spd(4, 4)
+    jac = tg.jacobian(np.linalg.cholesky)(a)  # 16 cotangents in one sweep (folded into columns)
+    eps, fd = 1e-6, np.zeros((4, 4, 4, 4))
+    for i in range(4):
+        for j in range(i + 1):  # NumPy reads the lower triangle
+            d = np.zeros((4, 4))
+            d[i, j] = eps
+            fd[..., i, j] = (np.linalg.cholesky(a + d) - np.linalg.cholesky(a - d)) / (2 * eps)
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
+    stacked = spd(2, 3, 3)
+    jac = tg.jacobian(np.linalg.cholesky)(stacked)
+    for k in range(2):
+        np.testing.assert_allclose(jac[k, :, :, k], tg.jacobian(np.linalg.cholesky)(stacked[k]), rtol=1e-12)
+
+
+def test_qr_triangular_vjp_both_backends(tri_backend):
+    for shape in [(5, 3), (3, 5), (2, 4, 3)]:
+        check(np.linalg.qr, rand(*shape))
+    a = rand(4, 3)
+    jac = tg.jacobian(lambda x: np.linalg.qr(x)[1])(a)
+    eps, fd = 1e-6, np.zeros((3, 3, 4, 3))
+    for i in range(4):
+        for j in range(3):
+            d = np.zeros((4, 3))
+            d[i, j] = eps
+            fd[..., i, j] = (np.linalg.qr(a + d)[1] - np.linalg.qr(a - d)[1]) / (2 * eps)
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("sb", [(4,), (4, 2)])
+def test_solve_with_triangular_matrix(tri_backend, sb):
+    low, b = lower_tri(4, 4), rand(*sb)
+    check(np.linalg.solve, low, b)  # FD perturbs the zero triangle too: the full cotangent is checked
+    check(np.linalg.solve, low.T, b)
+    check(np.linalg.solve, lower_tri(2, 4, 4), rand(2, 4, 2))  # NumPy 2: a stacked b is a matrix
+    ja = tg.jacobian(lambda a: np.linalg.solve(a, b))(low)
+    np.testing.assert_allclose(ja, tg.jacobian(lambda a: np.linalg.inv(a) @ b)(low), rtol=1e-10, atol=1e-12)
+    jb = tg.jacobian(lambda y: np.linalg.solve(low.T, y))(b)
+    np.testing.assert_allclose(jb, tg.jacobian(lambda y: np.linalg.inv(low.T) @ y)(b), rtol=1e-10, atol=1e-12)
+
+
+def test_gp_marginal_likelihood_hessian(tri_backend):
+    """cholesky, a triangular solve and slogdet together, to second order (the benchmark's GP)."""
+    x = np.linspace(0.0, 1.0, 6)
+    d2, y = (x[:, None] - x[None, :]) ** 2, np.sin(3 * x)
+
+    def nlml(theta):
+        k = np.exp(theta[0]) * np.exp(-0.5 * d2 / np.exp(2 * theta[1])) + np.exp(theta[2]) * np.eye(6)
+        z = np.linalg.solve(np.linalg.cholesky(k), y)
+        return 0.5 * z @ z + 0.5 * np.linalg.slogdet(k)[1]
+
+    check_grads(nlml, [np.array([0.1, -1.0, -2.0])], order=2)
+
+
+@pytest.mark.parametrize("fun", [lambda a: np.linalg.cholesky(a @ a.T), lambda a: np.linalg.qr(a)[1],
+                                 lambda a: np.linalg.solve(np.tril(a), a[0])])
+def test_triangular_paths_keep_float32(tri_backend, fun):
+    a = well(3, 3).astype(np.float32)
+    assert tg.grad(lambda x: np.sum(fun(x) ** 2))(a).dtype == np.float32
+    assert tg.hessian(lambda x: np.sum(fun(x) ** 2))(a).dtype == np.float32
+
+
 # ---------------------------------------------------------------- dtype
 FLOAT32_FUNS = {
     "matmul": lambda a: a @ a,

@@ -125,6 +125,72 @@ def _rows_times(g: Any, m: Any) -> Any:
     return out if len(shape) <= 2 else np.reshape(out, shape[:-1] + (np.shape(m)[-1],))
 
 
+# ---------------------------------------------------------------- triangular solves
+@functools.lru_cache(maxsize=1)
+def _scipy_linalg() -> Any:
+    """``scipy.linalg`` if SciPy is installed, else ``None`` (imported on first use only)."""
+    try:
+        import scipy.linalg
+    except ImportError:
+        return None
+    return scipy.linalg
+
+
+def _plain(*xs: Any) -> bool:
+    """True when every argument is a plain ndarray (no tracer of an outer tape among them)."""
+    return all(type(x) is np.ndarray for x in xs)
+
+
+def _fold_columns(t: Any, rhs: Any) -> tuple:
+    """``rhs`` (..., n, k) as one (n, m) block when ``t`` is a single matrix, else unchanged.
+
+    Every cotangent of a batch (a Jacobian's rows) becomes extra columns of one
+    triangular solve instead of a stack of small ones.
+    """
+    if np.ndim(t) != 2 or np.ndim(rhs) <= 2:
+        return rhs, None
+    moved = np.moveaxis(rhs, -2, 0)
+    return np.reshape(moved, (np.shape(t)[-1], -1)), np.shape(moved)
+
+
+def _unfold_columns(x: Any, moved_shape: Any) -> Any:
+    if moved_shape is None:
+        return x
+    return np.moveaxis(np.reshape(x, moved_shape), 0, -2)
+
+
+def tri_solve(t: Any, rhs: Any, lower: bool, trans: bool = False) -> Any:
+    """``inv(t) @ rhs`` (``inv(t.T) @ rhs`` if ``trans``) for a triangular ``t``.
+
+    ``rhs`` is ``(..., n, k)`` and may carry more leading (batch) axes than
+    ``t``.  On plain ndarrays with SciPy installed this is LAPACK's triangular
+    solve (``n^2 k`` flops, no factorisation).  When any argument is a tracer
+    (the sweep is being recorded for a higher-order derivative) it is
+    ``np.linalg.solve``, which tapegrad differentiates; SciPy would turn the
+    tracer into a plain array and drop the derivative.
+    """
+    sl = _scipy_linalg() if _plain(t, rhs) else None
+    if sl is None:
+        return np.linalg.solve(swap_last(t) if trans else t, rhs)
+    folded, moved_shape = _fold_columns(t, rhs)
+    x = sl.solve_triangular(t, folded, trans=1 if trans else 0, lower=lower, check_finite=False)
+    return _unfold_columns(x, moved_shape)
+
+
+def _triangle(a: Any) -> Any:
+    """``"lower"`` / ``"upper"`` when the plain ndarray ``a`` is exactly triangular, else ``None``.
+
+    One O(n^2) scan, cheap next to the O(n^3) solve it can replace.
+    """
+    if not _plain(a) or np.ndim(a) < 2 or np.shape(a)[-1] < 2 or np.iscomplexobj(a):
+        return None
+    if not np.triu(a, 1).any():
+        return "lower"
+    if not np.tril(a, -1).any():
+        return "upper"
+    return None
+
+
 # ---------------------------------------------------------------- matmul
 def _matmul_x(g, ans, x, y, **kwargs):
     xd, yd = np.ndim(x), np.ndim(y)
@@ -197,10 +263,19 @@ def _solve_t(a, rhs, vector):
     """``solve(a.T, rhs)`` where ``rhs`` carries leading batch axes.
 
     For a single matrix ``a`` every right-hand side is folded into the columns
-    of one solve (one factorisation) instead of one solve per batch row.
+    of one solve (one factorisation) instead of one solve per batch row.  An
+    exactly triangular plain ``a`` (``solve(L, y)`` after a Cholesky) takes a
+    triangular solve instead of a new LU factorisation.
     """
     at = swap_last(a)
     two_d = np.ndim(a) == 2
+    triangle = _triangle(a) if _plain(rhs) else None
+    if triangle is not None:
+        # a.T is triangular of the other kind: solve with trans instead of transposing.
+        lower = triangle == "lower"
+        if vector:
+            return tri_solve(a, rhs[..., None], lower, trans=True)[..., 0]
+        return tri_solve(a, rhs, lower, trans=True)
     if vector:
         if np.ndim(rhs) == 1:
             return np.linalg.solve(at, rhs)
@@ -315,8 +390,9 @@ def _cholesky_vjp(g, ans, a, upper=False):
     n = np.shape(a)[-1]
     # dL = L phi(L^-1 dA L^-T), phi = lower triangle with half diagonal (self-adjoint).
     p = (swap_last(low) @ g_low) * _half_tri(n, True, _real_dtype(a))
-    linv = np.linalg.inv(low)
-    return _tri_cotangent((swap_last(linv) @ p) @ linv, not upper)
+    # L^-T P L^-1 by two triangular solves: no inverse, no dense products with it.
+    left = tri_solve(low, p, lower=True, trans=True)
+    return _tri_cotangent(swap_last(tri_solve(low, swap_last(left), lower=True, trans=True)), not upper)
 
 
 defvjp(np.linalg.cholesky, _cholesky_vjp, note="gradient on the triangle NumPy reads")
@@ -338,7 +414,8 @@ def _qr_tall_cotangent(q, r, gq, gr):
     lower = np.tri(n, dtype=dtype)
     strict = np.tri(n, k=-1, dtype=dtype)
     copyltu = m * lower + swap_last(m * strict)
-    return (gq + q @ copyltu) @ _inv_t(r)
+    # B R^-T = (R^-1 B^T)^T: one triangular solve instead of inv(R) and a product.
+    return swap_last(tri_solve(r, swap_last(gq + q @ copyltu), lower=False))
 
 
 def _qr_vjp(g, ans, a):
