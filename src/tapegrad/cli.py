@@ -99,17 +99,39 @@ def _demo(out, graph_dir: Optional[str]) -> int:
     err3 = np.max(np.abs(H - H_fd)) / max(1.0, np.max(np.abs(H)))
     p(f"   max relative |Hessian - finite differences of the gradient| = {err3:.2e}\n", file=out)
 
+    err4 = _demo_scipy(out)
+
     files = draw_demo_tape(positions, graph_dir)
-    p("4) The tape recorded for the energy (one box per NumPy call, arrows for data flow):", file=out)
+    p("5) The tape recorded for the energy (one box per NumPy call, arrows for data flow):", file=out)
     for path in files:
         p(f"   {path}", file=out)
     if len(files) == 1:
         p("   (install Graphviz to get an .svg too, or run: dot -Tsvg FILE.dot -o tape.svg)", file=out)
     p("", file=out)
 
-    ok = err1 < 1e-6 and err2 < 1e-6 and err3 < 1e-5
+    ok = err1 < 1e-6 and err2 < 1e-6 and err3 < 1e-5 and err4 < 1e-8
     p("all derivatives agree with finite differences" if ok else "MISMATCH against finite differences", file=out)
     return 0 if ok else 1
+
+
+def _demo_scipy(out) -> float:
+    """Step 4: a SciPy function, differentiated through its own np.asarray; 0.0 without SciPy."""
+    import tapegrad as tg
+
+    p = print
+    p("4) SciPy, unchanged: scipy.optimize.rosen (it opens with x = np.asarray(x))", file=out)
+    try:
+        from scipy.optimize import rosen, rosen_der, rosen_hess
+    except ImportError:
+        p("   skipped: SciPy is not installed (pip install scipy)\n", file=out)
+        return 0.0
+    x = np.array([0.8, 1.2, 0.7, 1.1])
+    g = tg.grad(rosen)(x)
+    h = tg.hessian(rosen)(x)
+    p("   gradient = " + str(g), file=out)
+    err = max(np.max(np.abs(g - rosen_der(x))), np.max(np.abs(h - rosen_hess(x))))
+    p(f"   max |tapegrad - SciPy's own rosen_der / rosen_hess| = {err:.2e}\n", file=out)
+    return float(err)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
