@@ -17,7 +17,10 @@ import numpy as np
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
 from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, Rule, function_name, lookup
 from .tape import Node, Pruned
-from .tracer import ROUTES, Tracer, link_opaque_views, strip
+from .binding import has_tracer as _has_tracer
+from .binding import kwargs_to_positional, strip_all
+from .tracer import ROUTES, Tracer, strip
+from .views import link_opaque_views
 
 __all__ = [
     "record",
@@ -34,83 +37,9 @@ __all__ = [
 _SEQ = (list, tuple)
 
 
-def strip_all(obj: Any) -> Any:
-    """:func:`strip` applied inside lists, tuples and dicts."""
-    t = type(obj)
-    if t is Tracer:
-        return strip(obj)
-    if t is list:
-        return [strip_all(o) for o in obj]
-    if t is tuple:
-        return tuple(strip_all(o) for o in obj)
-    if t is dict:
-        return {k: strip_all(v) for k, v in obj.items()}
-    return obj
-
-
-def _has_tracer(obj: Any) -> bool:
-    t = type(obj)
-    if t is Tracer:
-        return True
-    if t is list or t is tuple:
-        return any(_has_tracer(o) for o in obj)
-    if t is dict:
-        return any(_has_tracer(o) for o in obj.values())
-    return False
-
-
 def _traceable(value: Any) -> bool:
     dtype = getattr(value, "dtype", None)
     return dtype is not None and dtype.kind in "fc"
-
-
-def _kwargs_to_positional(rule: Rule, args: tuple, kwargs: dict) -> tuple:
-    """Move keyword arguments that hold tracers into positional slots.
-
-    Rare path: only taken when a tracer is passed by keyword (``np.clip(x, a_min=lo)``).
-    """
-    import inspect  # rare path: keep it off tapegrad's import time
-    try:
-        sig = inspect.signature(rule.fun)
-        bound = sig.bind(*args, **kwargs)
-    except (TypeError, ValueError) as exc:  # builtins without a signature
-        raise NonDifferentiableArgumentError(
-            f"{rule.name} received a traced keyword argument that tapegrad cannot place: "
-            f"pass it positionally. ({exc})"
-        ) from None
-    positional = []
-    rest = {}
-    params = list(sig.parameters.values())
-    last = max(
-        (i for i, p in enumerate(params) if p.name in bound.arguments and _has_tracer(bound.arguments[p.name])),
-        default=-1,
-    )
-    for i, p in enumerate(params):
-        if p.name not in bound.arguments:
-            if i <= last:
-                if p.default is inspect.Parameter.empty:
-                    raise NonDifferentiableArgumentError(f"{rule.name}: cannot bind argument {p.name!r}")
-                positional.append(p.default)
-            continue
-        value = bound.arguments[p.name]
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            positional.extend(value)
-        elif p.kind is inspect.Parameter.VAR_KEYWORD:
-            if _has_tracer(value):
-                raise NonDifferentiableArgumentError(
-                    f"{rule.name}: a traced value was passed through **kwargs, which has no "
-                    "derivative rule; pass it as a named or positional argument"
-                )
-            rest.update(value)
-        elif i <= last and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            positional.append(value)
-        else:
-            if _has_tracer(value):
-                raise NonDifferentiableArgumentError(
-                    f"{rule.name}: keyword-only argument {p.name!r} holds a traced value and has no derivative rule"
-                )
-            rest[p.name] = value
-    return tuple(positional), rest
 
 
 def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
@@ -128,7 +57,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     if kwargs:
         for v in kwargs.values():
             if _has_tracer(v):
-                args, kwargs = _kwargs_to_positional(rule, args, kwargs)
+                args, kwargs = kwargs_to_positional(rule, args, kwargs)
                 return record(rule, args, kwargs)
     if tape is None:
         return rule.fun(*args, **kwargs)

@@ -14,13 +14,14 @@ the gradient.
 
 from __future__ import annotations
 
-import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
+from . import array_types
+from .array_types import as_array_type, set_array_namespace  # noqa: F401  (public via tracer)
 from .registry import RULES
 from .tree import tree_map
 
@@ -43,11 +44,13 @@ class _Routes:
 
     The tracer is the lowest layer that knows about tracing: it does not import
     the dispatcher or the rules above it.  :mod:`tapegrad.dispatch` fills in the
-    protocol entry points and :mod:`tapegrad.rules.indexing` the item access,
-    once, when ``import tapegrad`` loads them.
+    protocol entry points, :mod:`tapegrad.rules.indexing` the item access and
+    :mod:`tapegrad.views` the in-place writes, once, when ``import tapegrad`` loads them.
     """
 
-    __slots__ = ("ufunc", "function", "unary", "binary", "getitem", "setitem", "astype")
+    __slots__ = (
+        "ufunc", "function", "unary", "binary", "getitem", "setitem", "astype", "write", "write_inplace", "link_view"
+    )
 
 
 ROUTES = _Routes()
@@ -87,42 +90,10 @@ def stop_gradient(x: Any) -> Any:
     """
     return tree_map(strip, x)
 
-# ---------------------------------------------------------------------- array API
-# Array-API-generic code (SciPy with SCIPY_ARRAY_API=1, scikit-learn) asks an array
-# for its namespace and refuses to mix array types.  The namespace lives in
-# tapegrad.array_api (a higher layer), which installs itself here when imported.
-# Tapes whose tracers were asked for it keep "array type in, array type out": the
-# outputs of constant-valued calls (masks, indices, counts) come back as constant
-# tracers of the tape (so do the namespace's creation functions, see
-# tapegrad.array_api).  Integers and booleans carry no gradient, so such tracers
-# turn back into plain values freely (int(), np.asarray, indexing).
-
-_array_namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
-_ARRAY_API_TAPES: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def set_array_namespace(getter: Callable[[Any, Optional[str]], Any]) -> None:
-    """Install ``getter(tape, api_version)``, the function behind :meth:`Tracer.__array_namespace__`."""
-    global _array_namespace
-    _array_namespace = getter
-
-
 def _typed(self: "Tracer", out: Any) -> Any:
     """An operator's result; integer results on an array-API tape stay tracers (as in __array_ufunc__)."""
-    if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+    if type(out) is not Tracer and self._tape in array_types.TAPES:
         return as_array_type(self._tape, out)
-    return out
-
-
-def as_array_type(tape: Any, out: Any) -> Any:
-    """``out`` with its plain arrays (also inside tuples and lists) made constants of ``tape``."""
-    if isinstance(out, (np.ndarray, np.generic)):
-        return tape.constant(out)
-    if isinstance(out, tuple):
-        items = [as_array_type(tape, o) for o in out]
-        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
-    if isinstance(out, list):
-        return [as_array_type(tape, o) for o in out]
     return out
 
 
@@ -173,13 +144,13 @@ class Tracer:
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
-        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+        if type(out) is not Tracer and self._tape in array_types.TAPES:
             return as_array_type(self._tape, out)
         return out
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         out = ROUTES.function(func, args, kwargs)
-        if type(out) is not Tracer and self._tape in _ARRAY_API_TAPES:
+        if type(out) is not Tracer and self._tape in array_types.TAPES:
             return as_array_type(self._tape, out)
         return out
 
@@ -311,10 +282,7 @@ class Tracer:
     # ------------------------------------------------------------------ array API
     # What array-API-generic libraries (SciPy's array-API mode, scikit-learn) read.
     def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
-        if _array_namespace is None:
-            raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
-        _ARRAY_API_TAPES.add(self._tape)
-        return _array_namespace(self._tape, api_version)
+        return array_types.namespace_of(self._tape, api_version)
 
     @property
     def device(self) -> str:
@@ -362,7 +330,7 @@ class Tracer:
         # NumPy returns a view for basic indexing unless every axis got an integer (a scalar
         # copy); ``y[1, ...]`` is a 0-d view, recognisable as a 0-d ndarray.
         if type(out) is Tracer and is_basic_index(index) and (out.ndim or isinstance(strip(out), np.ndarray)):
-            _link_view(self, out, index)
+            ROUTES.link_view(self, out, index)
         return out
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -374,7 +342,7 @@ class Tracer:
             base, view_index = value._viewof
             if base() is self and view_index == index:
                 writer = value
-        _write(self, ROUTES.setitem(self, index, value), writer=writer, index=index)
+        ROUTES.write(self, ROUTES.setitem(self, index, value), writer, index)
 
     # ------------------------------------------------------------------ methods
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
@@ -417,11 +385,11 @@ class Tracer:
         self[...] = value
 
     def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
-        _write(self, np.sort(self, axis=axis, kind=kind, order=order), writer=None)
+        ROUTES.write(self, np.sort(self, axis=axis, kind=kind, order=order), None)
 
     def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
         # In place, like ndarray.partition (the generic method fallback would return a copy).
-        _write(self, np.partition(self, kth, axis=axis, kind=kind, order=order), writer=None)
+        ROUTES.write(self, np.partition(self, kth, axis=axis, kind=kind, order=order), None)
 
     def __getattr__(self, name: str) -> Any:
         # Remaining ndarray methods (sum, mean, max, cumsum, clip, ...) call the
@@ -538,28 +506,28 @@ class Tracer:
     # In-place operators update this tracer object, so other names bound to it
     # see the change exactly as they would with an ndarray.
     def __iadd__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self + other)
+        return ROUTES.write_inplace(self, self + other)
 
     def __isub__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self - other)
+        return ROUTES.write_inplace(self, self - other)
 
     def __imul__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self * other)
+        return ROUTES.write_inplace(self, self * other)
 
     def __itruediv__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self / other)
+        return ROUTES.write_inplace(self, self / other)
 
     def __ipow__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self**other)
+        return ROUTES.write_inplace(self, self**other)
 
     def __imatmul__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self @ other)
+        return ROUTES.write_inplace(self, self @ other)
 
     def __ifloordiv__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self // other)
+        return ROUTES.write_inplace(self, self // other)
 
     def __imod__(self, other: Any) -> "Tracer":
-        return _write_inplace(self, self % other)
+        return ROUTES.write_inplace(self, self % other)
 
 
 # ---------------------------------------------------------------------- views
@@ -577,96 +545,3 @@ def is_basic_index(index: Any) -> bool:
         if not (i is None or i is Ellipsis or type(i) is slice or type(i) is int or isinstance(i, np.integer)):
             return False
     return True
-
-
-def _link_view(base: Tracer, view: Tracer, index: Any) -> None:
-    view._viewof = (weakref.ref(base), index)
-    views = getattr(base, "_views", None)
-    if views is None:
-        base._views = [weakref.ref(view)]
-    else:
-        views[:] = [r for r in views if r() is not None]  # forget dead views
-        views.append(weakref.ref(view))
-
-
-#: The index of a view whose element mapping tapegrad does not track (made by
-#: reshape, transpose, ravel, ...): it counts as overlapping everything.
-WHOLE = object()
-
-
-def link_opaque_views(base: Tracer, out: Any) -> None:
-    """Mark the outputs of a view-returning call that really share ``base``'s memory."""
-    raw_base = strip(base)
-    if type(raw_base).__module__.startswith("dask."):  # Dask values never alias (and may_share_memory would compute)
-        return  # Dask arrays are immutable (no views to replay), and may_share_memory would compute them
-    for view in out if isinstance(out, (list, tuple)) else (out,):
-        if type(view) is Tracer and view._tape is base._tape and np.may_share_memory(strip(view), raw_base):
-            _link_view(base, view, WHOLE)
-
-
-def _positions(shape: tuple, index: Any) -> np.ndarray:
-    size = int(np.prod(shape, dtype=np.int64))
-    if index is WHOLE:
-        return np.arange(size)
-    return np.arange(size).reshape(shape)[index].ravel()
-
-
-def _write_inplace(target: Tracer, new: Any) -> Any:
-    """``target op= value``: a write into an array, a rebinding for a scalar.
-
-    NumPy scalars (and Python numbers) are immutable: ``y += 1`` binds ``y`` to a
-    new value and leaves other names (a caller's argument) alone.  A tracer of a
-    scalar does the same, so a helper that updates its argument in place changes
-    the caller's value exactly when NumPy would.
-    """
-    if not (isinstance(strip(target), np.ndarray) or getattr(target, "_array", False)):
-        return new
-    return _write(target, new, writer=None)
-
-
-def _write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellipsis) -> Tracer:
-    """Make ``target`` (a tracer object) hold ``new`` from now on, as an in-place write.
-
-    ``index`` is the part of ``target`` that changes; ``writer`` a view through
-    which the write was made (it is up to date by construction).
-    """
-    if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
-        new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
-    if type(new) is not Tracer:
-        raise GradientDroppedError(
-            "an in-place update of a traced array produced an untraced value (inside "
-            "stop_recording?); write the update out of place instead."
-        )
-    views = getattr(target, "_views", None)
-    if views:
-        stale = [v for v in (r() for r in views) if v is not None and v is not writer]
-        if stale:
-            written = _positions(target.shape, index)
-            for view in stale:
-                if np.intersect1d(written, _positions(target.shape, view._viewof[1])).size:
-                    raise GradientDroppedError(
-                        "in-place write into a traced array that overlaps a view of it (made by slicing, "
-                        "reshape or transpose) that is still alive: NumPy would change that view too, which "
-                        "tapegrad does not replay. Write out of place (y = x + 1, or "
-                        "y = x.copy(); y[i] = v), or drop the view first."
-                    )
-    viewof = getattr(target, "_viewof", None)
-    if viewof is not None and viewof[1] is WHOLE and viewof[0]() is not None:
-        raise GradientDroppedError(
-            "in-place write into a view of a traced array made by reshape / transpose / ravel "
-            "(or a similar call) while the original is alive: NumPy would change the original "
-            "too, which tapegrad cannot replay. Copy first (y = x.reshape(...).copy()) or "
-            "write out of place."
-        )
-    if isinstance(strip(target), np.ndarray):
-        # A 0-d array written in place stays an array (NumPy returns a scalar for the
-        # arithmetic that computed the new value): later in-place updates must write too.
-        target._array = True
-    target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
-    if viewof is not None:
-        base = viewof[0]()
-        if base is not None:
-            # Written through a view: replay the write onto the base, as NumPy would.
-            view_index = viewof[1]
-            _write(base, ROUTES.setitem(base, view_index, target), writer=target, index=view_index)
-    return target

@@ -39,7 +39,8 @@ import numpy as np
 from ..dispatch import primitive, strip, strip_all
 from ..errors import GradientDroppedError, UnsupportedFunctionError
 from ..registry import CONSTANT, RESOLVERS, RULES, Rule, defcomposite, defconstant, defvjp
-from ..tracer import Tracer, _write
+from ..tracer import Tracer
+from ..views import write as _write
 
 __all__ = ["derive_method_rule", "register_methods"]
 

@@ -1,0 +1,51 @@
+"""Array type in, array type out: what the array-API door needs from the tracer layer.
+
+Array-API-generic code (SciPy with ``SCIPY_ARRAY_API=1``, scikit-learn) asks an
+array for its namespace and refuses to mix array types.  The namespace lives in
+:mod:`tapegrad.array_api` (a higher layer), which installs itself here when
+imported.  Tapes whose tracers were asked for it keep "array type in, array type
+out": the outputs of constant-valued calls (masks, indices, counts) come back as
+constant tracers of the tape (so do the namespace's creation functions).  Integers
+and booleans carry no gradient, so such tracers turn back into plain values freely
+(``int()``, ``np.asarray``, indexing).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type"]
+
+_namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
+
+#: The tapes whose tracers were asked for their namespace.
+TAPES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def set_array_namespace(getter: Callable[[Any, Optional[str]], Any]) -> None:
+    """Install ``getter(tape, api_version)``, the function behind ``Tracer.__array_namespace__``."""
+    global _namespace
+    _namespace = getter
+
+
+def namespace_of(tape: Any, api_version: Optional[str]) -> Any:
+    """The namespace for the tracers of ``tape``; the tape keeps array types from now on."""
+    if _namespace is None:
+        raise RuntimeError("tapegrad.array_api is not imported (import tapegrad imports it)")
+    TAPES.add(tape)
+    return _namespace(tape, api_version)
+
+
+def as_array_type(tape: Any, out: Any) -> Any:
+    """``out`` with its plain arrays (also inside tuples and lists) made constants of ``tape``."""
+    if isinstance(out, (np.ndarray, np.generic)):
+        return tape.constant(out)
+    if isinstance(out, tuple):
+        items = [as_array_type(tape, o) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+    if isinstance(out, list):
+        return [as_array_type(tape, o) for o in out]
+    return out

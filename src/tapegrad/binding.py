@@ -1,0 +1,88 @@
+"""The arguments of one call: which hold tracers, their raw values, traced keywords.
+
+Walkers over the lists, tuples and dicts NumPy functions take (``np.concatenate([x, y])``,
+``np.clip(x, a_min=lo)``), kept apart from the dispatcher's hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import NonDifferentiableArgumentError
+from .tracer import Tracer, strip
+
+__all__ = ["strip_all", "has_tracer", "kwargs_to_positional"]
+
+
+def strip_all(obj: Any) -> Any:
+    """:func:`strip` applied inside lists, tuples and dicts."""
+    t = type(obj)
+    if t is Tracer:
+        return strip(obj)
+    if t is list:
+        return [strip_all(o) for o in obj]
+    if t is tuple:
+        return tuple(strip_all(o) for o in obj)
+    if t is dict:
+        return {k: strip_all(v) for k, v in obj.items()}
+    return obj
+
+
+def has_tracer(obj: Any) -> bool:
+    t = type(obj)
+    if t is Tracer:
+        return True
+    if t is list or t is tuple:
+        return any(has_tracer(o) for o in obj)
+    if t is dict:
+        return any(has_tracer(o) for o in obj.values())
+    return False
+
+
+def kwargs_to_positional(rule: Any, args: tuple, kwargs: dict) -> tuple:
+    """Move keyword arguments that hold tracers into positional slots.
+
+    Rare path: only taken when a tracer is passed by keyword (``np.clip(x, a_min=lo)``).
+    """
+    import inspect  # rare path: keep it off tapegrad's import time
+    try:
+        sig = inspect.signature(rule.fun)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError) as exc:  # builtins without a signature
+        raise NonDifferentiableArgumentError(
+            f"{rule.name} received a traced keyword argument that tapegrad cannot place: "
+            f"pass it positionally. ({exc})"
+        ) from None
+    positional = []
+    rest = {}
+    params = list(sig.parameters.values())
+    last = max(
+        (i for i, p in enumerate(params) if p.name in bound.arguments and has_tracer(bound.arguments[p.name])),
+        default=-1,
+    )
+    for i, p in enumerate(params):
+        if p.name not in bound.arguments:
+            if i <= last:
+                if p.default is inspect.Parameter.empty:
+                    raise NonDifferentiableArgumentError(f"{rule.name}: cannot bind argument {p.name!r}")
+                positional.append(p.default)
+            continue
+        value = bound.arguments[p.name]
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            positional.extend(value)
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            if has_tracer(value):
+                raise NonDifferentiableArgumentError(
+                    f"{rule.name}: a traced value was passed through **kwargs, which has no "
+                    "derivative rule; pass it as a named or positional argument"
+                )
+            rest.update(value)
+        elif i <= last and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            positional.append(value)
+        else:
+            if has_tracer(value):
+                raise NonDifferentiableArgumentError(
+                    f"{rule.name}: keyword-only argument {p.name!r} holds a traced value and has no derivative rule"
+                )
+            rest[p.name] = value
+    return tuple(positional), rest
