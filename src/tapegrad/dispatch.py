@@ -94,35 +94,6 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def record_elementwise(rule: Rule, inputs: tuple) -> Any:
-    """Fast path of :func:`record` for a ufunc call: positional inputs, no keywords.
-
-    NumPy only hands a ufunc call to a tracer when a tracer is a top-level
-    input, so there are no sequences of tracers to look into.
-    """
-    tape = None
-    for a in inputs:
-        if type(a) is Tracer and (tape is None or a._tape.level > tape.level):
-            tape = a._tape
-    if tape is None:
-        return rule.fun(*inputs)
-    raw = []
-    parents = []
-    i = 0
-    vjps = rule.vjps
-    for a in inputs:
-        if type(a) is Tracer and i < len(vjps) and vjps[i] is CONSTANT_ARG:
-            raw.append(strip(a))  # e.g. the sign source of copysign: used as a constant
-        elif type(a) is Tracer and a._tape is tape:
-            raw.append(a._value)
-            parents.append((i, -1, a._node, a._out))
-        else:
-            raw.append(a)
-        i += 1
-    raw = tuple(raw)
-    return _emit(rule, tape, raw, None, rule.fun(*raw), parents)
-
-
 #: Arrays smaller than this stay on the tape even when no VJP reads them:
 #: pruning them would cost more than it saves.
 PRUNE_BYTES = 1 << 16
@@ -152,7 +123,7 @@ def _memo_ref(value: Any) -> Any:
 def record_unary(rule: Rule, a: Any) -> Any:
     """Hot path for a one-input ufunc with a VJP (``np.sin(x)``, ``-x``)."""
     if type(a) is not Tracer or not rule.simple:
-        return record_elementwise(rule, (a,))
+        return record(rule, (a,), {})
     tape = a._tape
     raw = a._value
     ans = rule.fun(raw)
@@ -167,7 +138,7 @@ def record_unary(rule: Rule, a: Any) -> Any:
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     """Hot path for a two-input ufunc with VJPs for both inputs (``x * y``, ``x + 1.0``)."""
     if not rule.simple:
-        return record_elementwise(rule, (a, b))
+        return record(rule, (a, b), {})
     if type(a) is Tracer:
         tape = a._tape
         if type(b) is Tracer:
@@ -350,7 +321,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, ob
             return record_binary(rule, inputs[0], inputs[1])
         if n == 1:
             return record_unary(rule, inputs[0])
-        return record_elementwise(rule, inputs)
+        return record(rule, inputs, {})
     if method == "__call__" and "where" in kwargs and rule.kind is not CONSTANT and kwargs["where"] is not True:
         raise GradientDroppedError(
             f"{function_name(ufunc)}(..., where=mask) without out= leaves the masked entries "
