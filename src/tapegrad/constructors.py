@@ -60,14 +60,19 @@ _lock = threading.Lock()
 _depth = 0  # open recording windows, all threads together
 _installed: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (original, wrapper)
 _wrappers: Dict[Any, Callable] = {}  # original -> its wrapper (made once)
+_made: set = set()  # the wrappers themselves
 _choice: Optional[bool] = None  # set by intercept_array_constructors; else the environment decides
 _DECLINED = object()
+
+
+#: The environment's choice, read once (at import): this is asked at every recording window.
+_ENV_CHOICE = os.environ.get("TAPEGRAD_PATCH_NUMPY", "").strip() != "0"
 
 
 def _enabled() -> bool:
     if _choice is not None:
         return _choice
-    return os.environ.get("TAPEGRAD_PATCH_NUMPY", "").strip() != "0"
+    return _ENV_CHOICE
 
 
 def intercepting() -> bool:
@@ -107,12 +112,15 @@ def intercept_array_constructors(enabled: bool = True) -> None:
 
 def _install() -> None:
     for name in NAMES:
-        current = getattr(np, name)
-        if name in _installed or current in _wrappers.values():
+        if name in _installed:
             continue
+        current = getattr(np, name)
         wrapper = _wrappers.get(current)
         if wrapper is None:
+            if current in _made:
+                continue  # already one of ours
             wrapper = _wrappers[current] = _make_wrapper(current, NAMES[name])
+            _made.add(wrapper)
         _installed[name] = (current, wrapper)
         setattr(np, name, wrapper)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
 from .tracer import strip
+from .tree import flatten
 
 __all__ = [
     "LazyComputeError",
@@ -116,6 +117,20 @@ def _no_compute_callback() -> Any:
         _CALLBACK = _Refuse()
         _CALLBACK.register()
     return _CALLBACK
+
+
+_UNGUARDED = contextlib.nullcontext()
+
+
+def guard_values(values: Any, refuse_compute: bool = False) -> Any:
+    """:func:`guard`, active when any leaf of ``values`` (a nested structure) is a duck array.
+
+    Without Dask imported this is a shared no-op context: NumPy-only calls pay one
+    dictionary look-up, not a walk over their arguments.
+    """
+    if "dask" not in sys.modules:
+        return _UNGUARDED
+    return guard(any_duck(flatten(values)[0]), refuse_compute)
 
 
 @contextlib.contextmanager

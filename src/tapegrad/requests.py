@@ -14,7 +14,7 @@ import numpy as np
 from .backward import backward, basis_rows, seed_for
 from .tracer import strip
 from .errors import TapeError
-from .lazy import any_duck, guard, is_dask, is_duck_array, zeros_like_shaped
+from .lazy import guard_values, is_dask, is_duck_array, zeros_like_shaped
 from .tape import Tape
 from .tree import flatten, flatten_up_to, unflatten
 from .tracer import Tracer, unwrap_above
@@ -182,7 +182,7 @@ def vjp_request(
     stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
     nodes = [s._node for s in sources if s is not None]
     # Dask values: a NumPy fallback (compute into memory) during the sweep is an error.
-    with guard(any_duck([t for t in sources if t is not None] + live_seeds), refuse_compute=True):
+    with guard_values(([t for t in sources if t is not None], live_seeds), refuse_compute=True):
         found = backward(tape, roots, live_seeds, nodes, batch, stop, release)
     return _finish(xs, sources, found, batch, unconnected)
 
@@ -249,7 +249,7 @@ def jacobian_request(
     for start in range(0, size, step):
         stop = min(size, start + step)
         seed = seed_for(basis_rows(stop - start, size, start, yshape, t.dtype), t._value)
-        with guard(any_duck(sources + [t]), refuse_compute=True):  # Dask: no fallback, no compute
+        with guard_values((sources, t), refuse_compute=True):  # Dask: no fallback, no compute
             found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.

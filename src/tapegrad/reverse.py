@@ -18,7 +18,7 @@ import numpy as np
 from . import constructors as _constructors
 from .backward import as_seed
 from .errors import TapeError, element_store_error
-from .lazy import any_duck, guard  # Dask values stay lazy
+from .lazy import guard_values  # Dask values stay lazy
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
@@ -79,7 +79,7 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
     try:
         # np.array / np.asarray of tracers: see tapegrad.constructors.  Dask values: a
         # NumPy fallback (compute into memory) while tracing is an error.
-        with _constructors.recording(), guard(any_duck(flatten((args, kwargs))[0])):
+        with _constructors.recording(), guard_values((args, kwargs)):
             out = fun(*args, **kwargs)
     except ValueError as exc:
         dropped = element_store_error(exc)
