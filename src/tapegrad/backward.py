@@ -25,7 +25,8 @@ import numpy as np
 
 from .banded import BandedCotangent, plain
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
-from .tape import Node, Tape, sweeping
+from .memo import sweeping
+from .tape import Node, Tape
 
 __all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for"]
 
@@ -243,7 +244,7 @@ def backward(
         ``{node.index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
-    with sweeping(tape):  # rules reuse the forward's remembered values (tape.remembered)
+    with sweeping(tape):  # rules reuse the forward's remembered values (memo.remembered)
         return _sweep(tape, roots, seeds, sources, batch, stop, release)
 
 

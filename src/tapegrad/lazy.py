@@ -211,3 +211,11 @@ def broadcast_to(value: Any, shape: tuple, like: Any = None) -> Any:
         else:
             spec.append("auto")
     return da.broadcast_to(value, shape, chunks=normalize_chunks(tuple(spec), shape, dtype=value.dtype))
+
+
+def rechunk_like(g: Any, x: Any) -> Any:
+    """A Dask gradient gets its Dask source's chunks (lazily: a rechunk in the graph)."""
+    raw = strip(x)
+    if is_dask(g) and is_dask(raw) and g.shape == raw.shape and g.chunks != raw.chunks:
+        return g.rechunk(raw.chunks)
+    return g

@@ -23,11 +23,12 @@ function object itself (``np.sum``), by a ufunc (``np.sin``, meaning its
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
+
+from .names import function_name
 
 __all__ = [
     "Rule",
@@ -102,35 +103,6 @@ RULES: dict = {}
 #: (rules loaded on first use, ufunc methods derived from the ufunc's rule) and
 #: returns it, or ``None``.  Rule modules add theirs when imported.
 RESOLVERS: list = []
-
-
-def function_name(fun: Any) -> str:
-    """Return the dotted public name of a function, e.g. ``numpy.linalg.inv``, ``scipy.special.j0``."""
-    if isinstance(fun, tuple):  # (ufunc, method)
-        return f"{function_name(fun[0])}.{fun[1]}"
-    if isinstance(fun, np.ufunc):
-        return _ufunc_name(fun)
-    module = getattr(fun, "__module__", None) or "numpy"
-    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
-    # NumPy defines most public functions in private modules; show the public path.
-    if module.startswith("numpy"):
-        for public in ("numpy.linalg", "numpy.fft"):
-            if module.startswith(public):
-                return f"{public}.{name}"
-        return f"numpy.{name}"
-    return f"{module}.{name}"
-
-
-def _ufunc_name(ufunc: np.ufunc) -> str:
-    """NumPy's ufuncs say ``__module__ == "numpy"``; SciPy's say nothing, so look them up."""
-    name = ufunc.__name__
-    module = getattr(ufunc, "__module__", None)
-    if module == "numpy" or getattr(np, name, None) is ufunc:
-        return f"numpy.{name}"
-    special = sys.modules.get("scipy.special")
-    if special is not None and getattr(special, name, None) is ufunc:
-        return f"scipy.special.{name}"
-    return f"{module}.{name}" if module else name
 
 
 #: Set on callables whose calls with tracers consult the registry (tapegrad's

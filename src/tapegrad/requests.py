@@ -14,7 +14,7 @@ import numpy as np
 from .backward import backward, basis_rows, seed_for
 from .tracer import strip
 from .errors import TapeError
-from .lazy import guard_values, is_dask, is_duck_array, zeros_like_shaped
+from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
 from .tape import Tape
 from .tree import flatten, flatten_up_to, unflatten
 from .tracer import Tracer, unwrap_above
@@ -120,16 +120,8 @@ def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict,
         if g is None:
             results.append(_zeros_like_source(x, batch) if unconnected == "zero" else None)
         else:
-            results.append(_chunked_like(g, x) if not batch else g)
+            results.append(rechunk_like(g, x) if not batch else g)
     return results
-
-
-def _chunked_like(g: Any, x: Any) -> Any:
-    """A Dask gradient gets its Dask source's chunks (lazily: a rechunk in the graph)."""
-    raw = strip(x)
-    if is_dask(g) and is_dask(raw) and g.shape == raw.shape and g.chunks != raw.chunks:
-        return g.rechunk(raw.chunks)
-    return g
 
 
 def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:

@@ -13,7 +13,6 @@ arguments, and the lower levels see only the raw values.
 from __future__ import annotations
 
 import itertools
-import threading
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from .errors import TapeError
 from .tracer import Tracer, as_source_value
 
-__all__ = ["Node", "Tape", "Pruned", "remembered", "sweeping"]
+__all__ = ["Node", "Tape", "Pruned"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)
@@ -173,47 +172,3 @@ class Tape:
 
     def __repr__(self) -> str:
         return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"
-
-
-class _MemoStack(threading.local):
-    def __init__(self) -> None:
-        self.stack: list = []
-
-
-# The memo of the tape being swept, per thread (sweeps nest for higher orders).
-_MEMOS = _MemoStack()
-
-
-class sweeping:
-    """Context of one backward sweep over ``tape``: its memo serves :func:`remembered`.
-
-    The memo holds weak references (it must not keep pruned values alive); during
-    the sweep the live ones are held strongly, so that releasing a node cannot drop
-    a value a later VJP is about to reuse.
-    """
-
-    __slots__ = ("memo",)
-
-    def __init__(self, tape: Tape) -> None:
-        self.memo = {key: value for key, ref in tape.memo.items() if (value := ref()) is not None}
-
-    def __enter__(self) -> None:
-        _MEMOS.stack.append(self.memo)
-
-    def __exit__(self, *exc: Any) -> None:
-        _MEMOS.stack.pop()
-
-
-def remembered(ufunc: Any, x: Any) -> Any:
-    """``ufunc(x)``, reusing the forward pass's result when the program computed it.
-
-    Only large outputs of ufuncs registered with ``remember=True`` are kept
-    (see :class:`tapegrad.registry.Rule`).  Inside a rule, ``x`` is the very object
-    the forward call received, so the look-up is by identity.
-    """
-    stack = _MEMOS.stack
-    if stack and stack[-1]:
-        hit = stack[-1].get((ufunc, id(x)))
-        if hit is not None:
-            return hit
-    return ufunc(x)

@@ -14,9 +14,11 @@ the gradient.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin  # the less common operators, via ufuncs
 
 from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
@@ -121,7 +123,17 @@ def _drop(what: str, instead: str) -> GradientDroppedError:
     )
 
 
-class Tracer:
+def _inplace(op: Any) -> Any:
+    """``x op= y`` on a tracer: ``x op y`` written into ``x`` (a rebinding for a scalar)."""
+
+    def method(self: "Tracer", other: Any) -> Any:
+        return ROUTES.write_inplace(self, op(self, other))
+
+    method.__name__ = f"__i{op.__name__.strip('_')}__"
+    return method
+
+
+class Tracer(NDArrayOperatorsMixin):
     """An array-like value being differentiated.
 
     Users do not construct tracers: :func:`tapegrad.grad`, :func:`tapegrad.jacobian`
@@ -144,15 +156,11 @@ class Tracer:
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
-        if type(out) is not Tracer and self._tape in array_types.TAPES:
-            return as_array_type(self._tape, out)
-        return out
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         out = ROUTES.function(func, args, kwargs)
-        if type(out) is not Tracer and self._tape in array_types.TAPES:
-            return as_array_type(self._tape, out)
-        return out
+        return out if type(out) is Tracer else _typed(self, out)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if self.dtype.kind not in "fc":  # integers and booleans carry no gradient
@@ -293,37 +301,6 @@ class Tracer:
             raise ValueError(f"tapegrad tracers live on the CPU; cannot move to {device!r}")
         return self
 
-    # Bitwise / logical operators (masks carry no gradient: NumPy's constant rules).
-    def __and__(self, other: Any) -> Any:
-        return np.bitwise_and(self, other)
-
-    def __rand__(self, other: Any) -> Any:
-        return np.bitwise_and(other, self)
-
-    def __or__(self, other: Any) -> Any:
-        return np.bitwise_or(self, other)
-
-    def __ror__(self, other: Any) -> Any:
-        return np.bitwise_or(other, self)
-
-    def __xor__(self, other: Any) -> Any:
-        return np.bitwise_xor(self, other)
-
-    def __rxor__(self, other: Any) -> Any:
-        return np.bitwise_xor(other, self)
-
-    def __lshift__(self, other: Any) -> Any:
-        return np.left_shift(self, other)
-
-    def __rlshift__(self, other: Any) -> Any:
-        return np.left_shift(other, self)
-
-    def __rshift__(self, other: Any) -> Any:
-        return np.right_shift(self, other)
-
-    def __rrshift__(self, other: Any) -> Any:
-        return np.right_shift(other, self)
-
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
         out = ROUTES.getitem(self, index)
@@ -408,6 +385,9 @@ class Tracer:
         return method
 
     # ------------------------------------------------------------------ operators
+    # The common arithmetic takes a fast path to the dispatcher; every other operator
+    # (//, %, divmod, @, comparisons, bitwise, unary +, abs, ~) is NumPy's mixin,
+    # which calls the ufunc and so reaches __array_ufunc__.
     def __add__(self, other: Any) -> Any:
         out = ROUTES.binary(RULES[np.add], self, other)
         return out if type(out) is Tracer else _typed(self, out)
@@ -440,24 +420,6 @@ class Tracer:
         out = ROUTES.binary(RULES[np.true_divide], other, self)
         return out if type(out) is Tracer else _typed(self, out)
 
-    def __floordiv__(self, other: Any) -> Any:
-        return np.floor_divide(self, other)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return np.floor_divide(other, self)
-
-    def __mod__(self, other: Any) -> Any:
-        return np.remainder(self, other)
-
-    def __rmod__(self, other: Any) -> Any:
-        return np.remainder(other, self)
-
-    def __divmod__(self, other: Any) -> Any:
-        return np.divmod(self, other)
-
-    def __rdivmod__(self, other: Any) -> Any:
-        return np.divmod(other, self)
-
     def __pow__(self, other: Any) -> Any:
         out = ROUTES.binary(RULES[np.power], self, other)
         return out if type(out) is Tracer else _typed(self, out)
@@ -466,68 +428,25 @@ class Tracer:
         out = ROUTES.binary(RULES[np.power], other, self)
         return out if type(out) is Tracer else _typed(self, out)
 
-    def __matmul__(self, other: Any) -> Any:
-        return np.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Any:
-        return np.matmul(other, self)
-
     def __neg__(self) -> Any:
         out = ROUTES.unary(RULES[np.negative], self)
         return out if type(out) is Tracer else _typed(self, out)
 
-    def __pos__(self) -> Any:
-        return np.positive(self)
-
-    def __abs__(self) -> Any:
-        return np.absolute(self)
-
-    def __invert__(self) -> Any:
-        return np.invert(self)
-
-    def __lt__(self, other: Any) -> Any:
-        return np.less(self, other)
-
-    def __le__(self, other: Any) -> Any:
-        return np.less_equal(self, other)
-
-    def __gt__(self, other: Any) -> Any:
-        return np.greater(self, other)
-
-    def __ge__(self, other: Any) -> Any:
-        return np.greater_equal(self, other)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return np.equal(self, other)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return np.not_equal(self, other)
-
     # In-place operators update this tracer object, so other names bound to it
     # see the change exactly as they would with an ndarray.
-    def __iadd__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self + other)
-
-    def __isub__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self - other)
-
-    def __imul__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self * other)
-
-    def __itruediv__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self / other)
-
-    def __ipow__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self**other)
-
-    def __imatmul__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self @ other)
-
-    def __ifloordiv__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self // other)
-
-    def __imod__(self, other: Any) -> "Tracer":
-        return ROUTES.write_inplace(self, self % other)
+    __iadd__ = _inplace(operator.add)
+    __isub__ = _inplace(operator.sub)
+    __imul__ = _inplace(operator.mul)
+    __itruediv__ = _inplace(operator.truediv)
+    __ipow__ = _inplace(operator.pow)
+    __imatmul__ = _inplace(operator.matmul)
+    __ifloordiv__ = _inplace(operator.floordiv)
+    __imod__ = _inplace(operator.mod)
+    __iand__ = _inplace(operator.and_)
+    __ior__ = _inplace(operator.or_)
+    __ixor__ = _inplace(operator.xor)
+    __ilshift__ = _inplace(operator.lshift)
+    __irshift__ = _inplace(operator.rshift)
 
 
 # ---------------------------------------------------------------------- views

@@ -36,7 +36,7 @@ import numpy as np
 from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defvjp
-from ..tape import remembered
+from ..memo import remembered
 
 _LN2 = math.log(2.0)  # Python floats: multiplying by them keeps float32 float32
 _LN10 = math.log(10.0)
