@@ -123,6 +123,20 @@ def _drop(what: str, instead: str) -> GradientDroppedError:
     )
 
 
+def _arithmetic(ufunc: np.ufunc) -> tuple:
+    """``x op y`` and ``y op x`` for a tracer ``x``: straight to the dispatcher's binary fast path."""
+
+    def method(self: "Tracer", other: Any) -> Any:
+        out = ROUTES.binary(RULES[ufunc], self, other)
+        return out if type(out) is Tracer else _typed(self, out)
+
+    def reflected(self: "Tracer", other: Any) -> Any:
+        out = ROUTES.binary(RULES[ufunc], other, self)
+        return out if type(out) is Tracer else _typed(self, out)
+
+    return method, reflected
+
+
 def _inplace(op: Any) -> Any:
     """``x op= y`` on a tracer: ``x op y`` written into ``x`` (a rebinding for a scalar)."""
 
@@ -388,45 +402,11 @@ class Tracer(NDArrayOperatorsMixin):
     # The common arithmetic takes a fast path to the dispatcher; every other operator
     # (//, %, divmod, @, comparisons, bitwise, unary +, abs, ~) is NumPy's mixin,
     # which calls the ufunc and so reaches __array_ufunc__.
-    def __add__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.add], self, other)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __radd__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.add], other, self)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __sub__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.subtract], self, other)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __rsub__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.subtract], other, self)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __mul__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.multiply], self, other)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __rmul__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.multiply], other, self)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __truediv__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.true_divide], self, other)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.true_divide], other, self)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __pow__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.power], self, other)
-        return out if type(out) is Tracer else _typed(self, out)
-
-    def __rpow__(self, other: Any) -> Any:
-        out = ROUTES.binary(RULES[np.power], other, self)
-        return out if type(out) is Tracer else _typed(self, out)
+    __add__, __radd__ = _arithmetic(np.add)
+    __sub__, __rsub__ = _arithmetic(np.subtract)
+    __mul__, __rmul__ = _arithmetic(np.multiply)
+    __truediv__, __rtruediv__ = _arithmetic(np.true_divide)
+    __pow__, __rpow__ = _arithmetic(np.power)
 
     def __neg__(self) -> Any:
         out = ROUTES.unary(RULES[np.negative], self)
