@@ -240,6 +240,8 @@ def _as_vector_function(sample):
         out = sample.fun(*args)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         outs = [o for o in outs if np.result_type(o).kind in "fc"]
+        # A reverse-mode Jacobian needs real outputs: a complex one counts as its two parts.
+        outs = [p for o in outs for p in ((np.real(o), np.imag(o)) if np.result_type(o).kind == "c" else (o,))]
         if len(outs) == 1 and np.ndim(outs[0]) == 1:
             return outs[0]  # a 1-D output: the sample's last rule meets the banded seed itself
         return np.concatenate([np.ravel(o) for o in outs])

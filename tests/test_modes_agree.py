@@ -329,3 +329,12 @@ def test_in_place_update_in_a_helper_follows_numpy_mutability(make):
     eps = 1e-6
     fd = (f(make(0.3 + eps)) - f(make(0.3 - eps))) / (2 * eps)
     np.testing.assert_allclose(grad, fd, rtol=1e-7)
+
+
+def test_reverse_jacobian_of_a_complex_output_refuses():
+    # Real basis cotangents would see only the real part; forward mode gives the complex Jacobian.
+    f = lambda x: x * (1.0 + 0.2j)  # noqa: E731
+    x = np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match="mode='forward'"):
+        tg.jacobian(f)(x)
+    np.testing.assert_allclose(tg.jacobian(f, mode="forward")(x), np.diag([1.0 + 0.2j, 1.0 + 0.2j]))
