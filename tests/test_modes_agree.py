@@ -337,4 +337,11 @@ def test_reverse_jacobian_of_a_complex_output_refuses():
     x = np.array([1.0, 2.0])
     with pytest.raises(TypeError, match="mode='forward'"):
         tg.jacobian(f)(x)
+    with pytest.raises(TypeError, match="mode='forward'"):
+        tg.batch_jacobian(f)(x.reshape(2, 1))
+    with tg.GradientTape() as tape:
+        t = tape.watch(x)
+        y = f(t)
+    with pytest.raises(TypeError, match="mode='forward'"):
+        tape.jacobian(y, t)
     np.testing.assert_allclose(tg.jacobian(f, mode="forward")(x), np.diag([1.0 + 0.2j, 1.0 + 0.2j]))

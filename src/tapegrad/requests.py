@@ -212,6 +212,20 @@ def gradient_request(
     return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected, release)
 
 
+def _require_real(y: Any) -> None:
+    """A sweep seeded with real basis vectors sees only the real part of a complex target."""
+    dtype = getattr(y, "dtype", None)
+    if dtype is None:
+        dtype = np.result_type(y)
+    if dtype.kind == "c":
+        raise TypeError(
+            "jacobian in reverse mode needs real outputs, but the function returned a complex "
+            f"array ({dtype}): real basis cotangents would give the derivative of its real part "
+            "only. Use tapegrad.jacobian(f, mode='forward') (tapegrad.jacfwd), which gives the "
+            "complex Jacobian, or differentiate np.real(f(x)) and np.imag(f(x))."
+        )
+
+
 def jacobian_request(
     tape: Tape,
     y: Any,
@@ -225,6 +239,7 @@ def jacobian_request(
     ``release`` frees the tape's saved values during the last sweep.
     """
     _require_values(tape)
+    _require_real(y)
     t = resolve(y, tape)
     yshape = np.shape(y)
     size = int(np.prod(yshape, dtype=np.int64))
@@ -272,6 +287,7 @@ def batch_jacobian_request(
     Every batch row gets the same basis cotangent at once, so the sweep carries
     only ``prod(y.shape[1:])`` cotangents instead of ``y.size``.
     """
+    _require_real(y)
     yshape, xshape = np.shape(y), np.shape(x)
     if not yshape or not xshape or yshape[0] != xshape[0]:
         raise ValueError(

@@ -322,18 +322,6 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
     return value, vjp_fun
 
 
-def _require_real_outputs(leaves: list) -> None:
-    """A reverse sweep seeded with real basis vectors sees only the real part of a complex output."""
-    for leaf in leaves:
-        if _dtype_of(leaf).kind == "c":
-            raise TypeError(
-                "jacobian in reverse mode needs real outputs, but the function returned a complex "
-                f"array ({_dtype_of(leaf)}): real basis cotangents would give the derivative of its "
-                "real part only. Use tapegrad.jacobian(f, mode='forward') (tapegrad.jacfwd), which "
-                "gives the complex Jacobian, or differentiate np.real(f(x)) and np.imag(f(x))."
-            )
-
-
 def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_size: Optional[int] = None) -> Callable:
     """The full Jacobian of ``fun`` in reverse mode (see :func:`tapegrad.jacobian`).
 
@@ -348,7 +336,6 @@ def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_siz
         tape.persistent = True
         flat = _flat_sources(sources)
         out_leaves, out_structure = flatten(out)
-        _require_real_outputs(out_leaves)
         per_output = []
         for k, y in enumerate(out_leaves):
             last = k == len(out_leaves) - 1
