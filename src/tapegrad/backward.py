@@ -27,8 +27,9 @@ from .banded import BandedCotangent, plain
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
 from .tape import Node, Tape
+from .tracer import Tracer
 
-__all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for"]
+__all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_vector"]
 
 
 def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
@@ -79,20 +80,16 @@ def basis_rows(rows: int, size: int, k: int, shape: tuple, dtype: Any, structure
     banded batch (the sweep keeps it a few diagonals while rules only scale,
     slice and add); ``structured=False`` or any other shape gives a dense array.
     """
+    rows_of_eye = BandedCotangent.eye(rows, size, k, dtype)
     if structured and STRUCTURED and len(shape) == 1 and np.dtype(dtype).kind in "fc":
-        return BandedCotangent.eye(rows, size, k, dtype)
-    seed = np.zeros((rows, size), dtype=dtype)
-    lo, hi = max(0, -k), min(rows, size - k)
-    if hi > lo:
-        # Element (r, r + k) sits at flat position r * (size + 1) + k: one strided write.
-        seed.reshape(-1)[lo * (size + 1) + k : hi * size + k : size + 1] = 1
-    return seed.reshape((rows,) + tuple(shape))
+        return rows_of_eye
+    return rows_of_eye.to_array().reshape((rows,) + tuple(shape))
 
 
 def as_seed(cotangent: Any) -> Any:
     """A cotangent given to a sweep: tracers and the sweep's own batches as they are, else an array."""
     t = type(cotangent)
-    if t is BandedCotangent or t is np.ndarray or hasattr(cotangent, "_tape") or is_duck_array(cotangent):
+    if t is BandedCotangent or t is np.ndarray or t is Tracer or is_duck_array(cotangent):
         return cotangent
     return np.asarray(cotangent)
 
@@ -104,9 +101,14 @@ def seed_for(seed: Any, root_value: Any) -> Any:
     is a tracer of an outer tape, the sweep itself is recorded, and recorded calls
     must see plain arrays.
     """
-    if type(seed) is BandedCotangent and not (type(root_value) is np.ndarray and root_value.ndim == 1):
+    if type(seed) is BandedCotangent and not plain_vector(root_value):
         return seed.dense()
     return seed
+
+
+def plain_vector(value: Any) -> bool:
+    """Whether a sweep from a root holding ``value`` may carry banded batches: a plain 1-D array."""
+    return type(value) is np.ndarray and value.ndim == 1
 
 
 class _Pending:

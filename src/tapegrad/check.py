@@ -40,12 +40,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Text
 import numpy as np
 
 from . import api
-from .dispatch import find_rule, observing_calls, strip_all
+from .dispatch import observing_calls, strip_all
 from .dropped import translate
 from .errors import element_store_error
 from .graph import tape_to_dot, write_graph
 from .gradient_tape import GradientTape
-from .registry import function_name
+from .registry import function_name, lookup
 
 __all__ = ["CallRecord", "CheckReport", "check_function", "load_function", "random_inputs", "load_inputs", "run"]
 
@@ -225,7 +225,7 @@ class _Survey:
 
     def note_call(self, key: Any) -> Any:
 
-        rule = find_rule(key)  # the lookup tracing itself uses (SciPy rules load on first use)
+        rule = lookup(key)  # the lookup tracing itself uses (SciPy rules load on first use)
         name = function_name(key)
         if self.depth == 0:
             rec = self.calls.get(name)

@@ -30,7 +30,6 @@ __all__ = [
     "strip_all",
     "primitive",
     "dispatch_function",
-    "find_rule",
     "observing_calls",
 ]
 
@@ -249,11 +248,6 @@ def call_rule(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 return args[0]._tape.constant(out)
         return out
     raise AssertionError(kind)
-
-
-#: The look-up tracing uses, which ``python -m tapegrad check`` shares: registered
-#: rules and those made on first use (SciPy's ufuncs, ufunc methods).
-find_rule = lookup
 
 
 # A per-thread observer of the NumPy calls that reach tracers (``tapegrad check``).

@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from .backward import backward, basis_rows, seed_for
+from .backward import backward, basis_rows, plain_vector, seed_for
 from .tracer import strip
 from .errors import TapeError
 from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
@@ -212,11 +212,15 @@ def gradient_request(
     return vjp_request(tape, ys, xs, seeds, (), stop_gradients, unconnected, release)
 
 
+def dtype_of(value: Any) -> np.dtype:
+    """The dtype of a value, tracer or array (no ``np.asarray``: a Dask value would compute)."""
+    dtype = getattr(value, "dtype", None)
+    return dtype if dtype is not None else np.result_type(value)
+
+
 def _require_real(y: Any) -> None:
     """A sweep seeded with real basis vectors sees only the real part of a complex target."""
-    dtype = getattr(y, "dtype", None)
-    if dtype is None:
-        dtype = np.result_type(y)
+    dtype = dtype_of(y)
     if dtype.kind == "c":
         raise TypeError(
             "jacobian in reverse mode needs real outputs, but the function returned a complex "
@@ -255,7 +259,7 @@ def jacobian_request(
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        seed = seed_for(basis_rows(stop - start, size, start, yshape, t.dtype), t._value)
+        seed = basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_vector(t._value))
         with guard_values((sources, t), refuse_compute=True):  # Dask: no fallback, no compute
             found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")

@@ -22,6 +22,7 @@ from .lazy import guard_values  # Dask values stay lazy
 from .requests import (
     batch_jacobian_request,
     check_unconnected,
+    dtype_of,
     fresh_results,
     gradient_request,
     structured_gradient,
@@ -131,14 +132,9 @@ def _require_scalar(out: Any, name: str) -> None:
         )
 
 
-def _dtype_of(value: Any) -> np.dtype:
-    dtype = getattr(value, "dtype", None)  # (no np.asarray: a Dask value would compute)
-    return dtype if dtype is not None else np.result_type(value)
-
-
 def _require_differentiable_output(out: Any, holomorphic: bool) -> None:
     """Refuse outputs whose "gradient" would be a silent guess (complex, boolean, integer)."""
-    dtype = _dtype_of(out)
+    dtype = dtype_of(out)
     if holomorphic:
         if dtype.kind != "c":
             raise TypeError(
@@ -169,7 +165,7 @@ def _require_differentiable_output(out: Any, holomorphic: bool) -> None:
 def _require_complex_inputs(sources: list) -> None:
     for structure, leaves in sources:
         for leaf in leaves:
-            dtype = _dtype_of(leaf)
+            dtype = dtype_of(leaf)
             if dtype.kind != "c":
                 raise TypeError(
                     f"grad(..., holomorphic=True) needs complex inputs, but a differentiated argument "
