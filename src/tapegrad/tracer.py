@@ -23,7 +23,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin  # the less common operators,
 from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
 from . import array_types
-from .array_types import as_array_type, set_array_namespace  # noqa: F401  (public via tracer)
+from .array_types import as_array_type
 from .registry import RULES
 from .tree import tree_map
 
@@ -36,8 +36,6 @@ __all__ = [
     "is_basic_index",
     "ROUTES",
     "METHOD_FUNCTIONS",
-    "set_array_namespace",
-    "as_array_type",
 ]
 
 
@@ -93,8 +91,8 @@ def stop_gradient(x: Any) -> Any:
     return tree_map(strip, x)
 
 def _typed(self: "Tracer", out: Any) -> Any:
-    """An operator's result; integer results on an array-API tape stay tracers (as in __array_ufunc__)."""
-    if type(out) is not Tracer and self._tape in array_types.TAPES:
+    """A result that is not a tracer; on an array-API tape it becomes a constant tracer (array type out)."""
+    if self._tape in array_types.TAPES:
         return as_array_type(self._tape, out)
     return out
 

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import tracer as _tracer
+from .. import array_types as _array_types
 from ..dispatch import strip
 from ..tracer import Tracer
 from . import _fft as fft
@@ -214,7 +214,7 @@ def namespace(tape: Any, api_version: Optional[str] = None) -> Any:
     return view
 
 
-_tracer.set_array_namespace(namespace)
+_array_types.set_array_namespace(namespace)
 
 __all__ = sorted(  # noqa: PLE0605
     _SAME

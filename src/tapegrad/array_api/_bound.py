@@ -18,7 +18,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, FrozenSet
 
-from ..tracer import Tracer, as_array_type
+from ..array_types import as_array_type
+from ..tracer import Tracer
 
 __all__ = ["TapeNamespace"]
 
