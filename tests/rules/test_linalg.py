@@ -343,13 +343,11 @@ def lower_tri(*shape):
     return np.tril(rand(*shape)) + shape[-1] * np.eye(shape[-1])
 
 
-@pytest.fixture(params=["scipy", "numpy"])
+@pytest.fixture(params=["one block", "split"])
 def tri_backend(request, monkeypatch):
-    """Run a test with SciPy's triangular solve and with the NumPy fallback (SciPy absent)."""
-    if request.param == "numpy":
-        monkeypatch.setattr(linalg_rules, "_scipy_linalg", lambda: None)
-    else:
-        assert linalg_rules._scipy_linalg() is not None
+    """Run a test with each triangular factor solved as one block and split down to 1 x 1 blocks."""
+    if request.param == "split":
+        monkeypatch.setattr(linalg_rules, "_TRI_BLOCK", 1)
     return request.param
 
 
@@ -371,14 +369,14 @@ def test_triangle_detection():
 
 
 def test_vjps_call_the_triangular_solve_on_plain_arrays(monkeypatch):
-    sl = linalg_rules._scipy_linalg()
+    blocked = linalg_rules._blocked_tri_solve
     calls = []
 
-    def spy(*args, **kwargs):
-        calls.append(np.shape(args[0]))
-        return sl.solve_triangular(*args, **kwargs)
+    def spy(t, rhs, lower):
+        calls.append(np.shape(t))
+        return blocked(t, rhs, lower)
 
-    monkeypatch.setattr(linalg_rules, "_scipy_linalg", lambda: type("SL", (), {"solve_triangular": staticmethod(spy)}))
+    monkeypatch.setattr(linalg_rules, "_blocked_tri_solve", spy)
     a, low, b = spd(5, 5), lower_tri(5, 5), rand(5)
     tg.grad(lambda x: np.sum(np.linalg.cholesky(x) ** 3))(a)
     assert len(calls) == 2  # L^-T P L^-1: two solves, no inverse
@@ -388,6 +386,26 @@ def test_vjps_call_the_triangular_solve_on_plain_arrays(monkeypatch):
     assert len(calls) == 4
     tg.grad(lambda x: np.sum(np.linalg.solve(x, b) ** 2))(well(5, 5))
     assert len(calls) == 4  # a general matrix keeps the LU solve
+
+
+@pytest.mark.parametrize("n", [65, 130, 203])
+@pytest.mark.parametrize("k", [1, 7])
+def test_blocked_tri_solve_large_orders(n, k):
+    # Orders above _TRI_BLOCK split (odd halves included); the answer is the LU solve's.
+    t = lower_tri(n, n)
+    rhs = rand(n, k)
+    for lower, tt in [(True, t), (False, np.ascontiguousarray(t.T)), (False, t.T)]:
+        got = linalg_rules._blocked_tri_solve(tt, rhs, lower)
+        np.testing.assert_allclose(got, np.linalg.solve(tt, rhs), rtol=1e-11, atol=1e-13)
+    stacked = linalg_rules._blocked_tri_solve(np.stack([t, 2 * t]), rhs, True)
+    np.testing.assert_allclose(stacked[1], np.linalg.solve(2 * t, rhs), rtol=1e-11, atol=1e-13)
+
+
+def test_blocked_tri_solve_keeps_float32():
+    t, rhs = lower_tri(90, 90).astype(np.float32), rand(90, 3).astype(np.float32)
+    got = linalg_rules._blocked_tri_solve(t, rhs, True)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.linalg.solve(t, rhs), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("upper", [False, True])
