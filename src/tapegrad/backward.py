@@ -40,19 +40,26 @@ def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
     and casts: a complex cotangent of a real value keeps its real part.
     """
     tshape = np.shape(target)
-    nb = len(batch)
+    want = batch + tshape
     gshape = np.shape(g)
-    if gshape != batch + tshape:
-        extra = len(gshape) - nb - len(tshape)
+    if gshape != want:
+        nb = len(batch)
+        # np.add.reduce is np.sum without its Python layer; tracers and Dask keep np.sum.
+        total = np.add.reduce if type(g) is np.ndarray else np.sum
+        extra = len(gshape) - len(want)
         if extra > 0:
-            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
+            g = total(g, axis=tuple(range(nb, nb + extra)))
             gshape = np.shape(g)
-        if len(gshape) == nb + len(tshape):
-            axes = tuple(nb + k for k, (gs, ts) in enumerate(zip(gshape[nb:], tshape)) if ts == 1 and gs != 1)
+        if len(gshape) == len(want):
+            axes = []
+            for k in range(nb, len(want)):
+                if want[k] == 1 and gshape[k] != 1:
+                    axes.append(k)
             if axes:
-                g = np.sum(g, axis=axes, keepdims=True)
-        if np.shape(g) != batch + tshape:
-            g = broadcast_to(g, batch + tshape, target)  # Dask: chunked like the target
+                g = total(g, axis=tuple(axes), keepdims=True)
+                gshape = np.shape(g)
+        if gshape != want:
+            g = broadcast_to(g, want, target)  # Dask: chunked like the target
     tdtype = getattr(target, "dtype", None)
     if tdtype is None:
         tdtype = np.result_type(target)
@@ -155,6 +162,9 @@ class _Pending:
             outs[out] = g if prev is None else self._sum(prev, g)
 
 
+_WHOLE = slice(None)
+
+
 def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> bool:
     """Add the cotangent of ``x[index]`` straight into ``x``'s accumulated cotangent.
 
@@ -168,11 +178,16 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
         return False
     if type(g) is BandedCotangent:
         return _scatter_banded(cts, parent, g, index, target)
-    where = (slice(None),) * len(batch) + index
     slots, owned = cts.slots, cts.owned
     prev = slots.get(parent.index)
     if prev is not None and type(prev) is not np.ndarray:
         return False  # a traced cotangent (higher order): the sum must be recorded
+    if all(i is None or i is Ellipsis or i == _WHOLE for i in index):
+        # x[None, :], x[..., None]: the read took every element, so the cotangent is g reshaped.
+        g = g.reshape(batch + target.shape)
+        slots[parent.index] = g if prev is None else cts._sum(prev, g)
+        return True
+    where = (slice(None),) * len(batch) + index
     if prev is not None and id(prev) in owned and prev.shape == batch + target.shape:
         prev[where] += g
         return True
@@ -280,25 +295,27 @@ def _sweep(
         if g is None:
             continue
         if owned:
-            for item in g if type(g) is list else (g,):
-                owned.pop(id(item), None)
+            if type(g) is list:
+                for item in g:
+                    owned.pop(id(item), None)
+            else:
+                owned.pop(id(g), None)
         node = nodes[idx]
         if idx in wanted:
             found[idx] = plain(g, fresh=True)
         parents = node.parents
         if not parents or idx in stop:
             continue
-        if node.n_out:
-            g = _fill_zeros(g, node.ans, batch)
-        args = node.args
         rule = node.rule
         # Banded batches reach only the rules that opt in (Rule.banded); the others
         # get the dense array the batch stands for (built once, read-only).
-        if type(g) is BandedCotangent:
+        if node.n_out:
+            g = _fill_zeros(g, node.ans, batch)
             if not rule.banded:
-                g = g.dense()
-        elif node.n_out and not rule.banded:
-            g = tuple(c.dense() if type(c) is BandedCotangent else c for c in g)
+                g = tuple(c.dense() if type(c) is BandedCotangent else c for c in g)
+        elif type(g) is BandedCotangent and not rule.banded:
+            g = g.dense()
+        args = node.args
         if (
             rule.scatter_index is not None
             and (type(g) is np.ndarray or type(g) is BandedCotangent)
@@ -324,9 +341,12 @@ def _sweep(
                 target = args[argnum][pos]
             if gi is None:
                 continue
-            # Fast path: a cotangent that already has the target's shape and dtype.
+            # Fast path: a cotangent that already has the target's shape and dtype
+            # (builtin dtypes are singletons: ``is`` settles most comparisons).
             try:
-                fits = unbatched and gi.shape == target.shape and gi.dtype == target.dtype
+                fits = (gi.shape == target.shape if unbatched else gi.shape == batch + target.shape) and (
+                    gi.dtype is target.dtype or gi.dtype == target.dtype
+                )
             except AttributeError:  # a rule returned a Python scalar
                 fits = False
             if not fits:

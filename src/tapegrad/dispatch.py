@@ -24,6 +24,7 @@ from .views import link_opaque_views
 
 __all__ = [
     "record",
+    "record_traced_first",
     "call_rule",
     "call_constant",
     "strip",
@@ -128,10 +129,26 @@ def record_unary(rule: Rule, a: Any) -> Any:
     ans = rule.fun(raw)
     if not tape.recording:
         return ans
+    if type(ans) is np.ndarray and ans.dtype.kind in "fc":
+        if ans.nbytes <= PRUNE_BYTES:  # _append's small case, inline: this runs once per call
+            nodes = tape.nodes
+            node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node, a._out),))
+            nodes.append(node)
+            return Tracer(ans, node, tape)
+        return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node, a._out),))
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
     return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node, a._out),))
+
+
+def record_traced_first(rule: Rule, a: Tracer, rest: tuple) -> Any:
+    """Hot path for a primitive whose one traced argument is the first (``x[1:, None]``).
+
+    The caller guarantees that ``rest`` holds no tracers (a basic index, say).
+    """
+    raw = (a._value,) + rest
+    return _emit(rule, a._tape, raw, None, rule.fun(*raw), [(0, -1, a._node, a._out)])
 
 
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
@@ -164,6 +181,13 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     ans = rule.fun(*raw)
     if not tape.recording:
         return ans
+    if type(ans) is np.ndarray and ans.dtype.kind in "fc":
+        if ans.nbytes <= PRUNE_BYTES:  # _append's small case, inline: this runs once per call
+            nodes = tape.nodes
+            node = Node(len(nodes), rule, raw, None, ans, parents)
+            nodes.append(node)
+            return Tracer(ans, node, tape)
+        return _append(rule, tape, raw, None, ans, parents)
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, raw, None, ans, list(parents))

@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 import warnings
+from math import prod as _prod
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -184,6 +185,10 @@ def zeros_like_shaped(value: Any, shape: tuple, dtype: Any) -> Any:
     return np.zeros(shape, dtype=dtype)
 
 
+#: A broadcast of a plain array to at most this many elements is filled in, not a view.
+_FILL_SIZE = 2048
+
+
 def broadcast_to(value: Any, shape: tuple, like: Any = None) -> Any:
     """``np.broadcast_to``, chunked sensibly for a Dask value.
 
@@ -192,8 +197,16 @@ def broadcast_to(value: Any, shape: tuple, like: Any = None) -> Any:
     large as the whole input.  Here trailing axes take the chunks of ``like``
     (the Dask primal the cotangent belongs to) where it has that length, and
     the remaining new or stretched axes Dask's automatic chunks.  Other values
-    (NumPy, tracers) take ``np.broadcast_to``.
+    (NumPy, tracers) take ``np.broadcast_to``, except that a small NumPy result
+    is a filled, writable copy.
     """
+    if type(value) is np.ndarray:
+        if _prod(shape) <= _FILL_SIZE:
+            # Small: filling a fresh array costs less than np.broadcast_to's Python layer.
+            out = np.empty(shape, dtype=value.dtype)
+            out[...] = value
+            return out
+        return np.broadcast_to(value, shape)
     if not is_dask(value):
         return np.broadcast_to(value, shape)
     import dask.array as da

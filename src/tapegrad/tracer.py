@@ -49,7 +49,8 @@ class _Routes:
     """
 
     __slots__ = (
-        "ufunc", "function", "unary", "binary", "getitem", "setitem", "astype", "write", "write_inplace", "link_view"
+        "ufunc", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
+        "write_inplace", "link_view",
     )
 
 
@@ -315,10 +316,12 @@ class Tracer(NDArrayOperatorsMixin):
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> Any:
-        out = ROUTES.getitem(self, index)
+        if not is_basic_index(index):
+            return ROUTES.getitem(self, index)
+        out = ROUTES.getitem_basic(self, index)
         # NumPy returns a view for basic indexing unless every axis got an integer (a scalar
         # copy); ``y[1, ...]`` is a 0-d view, recognisable as a 0-d ndarray.
-        if type(out) is Tracer and is_basic_index(index) and (out.ndim or isinstance(strip(out), np.ndarray)):
+        if type(out) is Tracer and (isinstance(strip(out), np.ndarray) or out.ndim):
             ROUTES.link_view(self, out, index)
         return out
 
@@ -380,22 +383,6 @@ class Tracer(NDArrayOperatorsMixin):
         # In place, like ndarray.partition (the generic method fallback would return a copy).
         ROUTES.write(self, np.partition(self, kth, axis=axis, kind=kind, order=order), None)
 
-    def __getattr__(self, name: str) -> Any:
-        # Remaining ndarray methods (sum, mean, max, cumsum, clip, ...) call the
-        # NumPy function of the same name, which dispatches back to the registry.
-        if name in MEMORY_ATTRIBUTES:
-            raise memory_attribute_error(name)  # also an AttributeError: hasattr() stays False
-        if name.startswith("__"):
-            raise AttributeError(name)
-        fun = METHOD_FUNCTIONS.get(name)
-        if fun is None:
-            raise AttributeError(f"'Tracer' object has no attribute {name!r}")
-
-        def method(*args: Any, **kwargs: Any) -> Any:
-            return fun(self, *args, **kwargs)
-
-        return method
-
     # ------------------------------------------------------------------ operators
     # The common arithmetic takes a fast path to the dispatcher; every other operator
     # (//, %, divmod, @, comparisons, bitwise, unary +, abs, ~) is NumPy's mixin,
@@ -425,6 +412,37 @@ class Tracer(NDArrayOperatorsMixin):
     __ixor__ = _inplace(operator.xor)
     __ilshift__ = _inplace(operator.lshift)
     __irshift__ = _inplace(operator.rshift)
+
+
+def _method_of(name: str, fun: Any) -> Any:
+    """``x.name(...)``: the NumPy function of that name applied to ``x``."""
+
+    def method(self: Tracer, *args: Any, **kwargs: Any) -> Any:
+        return fun(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``numpy.{name}(x, ...)``."
+    return method
+
+
+def _memory_attribute(name: str) -> property:
+    """``x.flags``, ``x.strides``, ...: an error (an AttributeError, so ``hasattr`` is False)."""
+
+    def refuse(self: Tracer) -> Any:
+        raise memory_attribute_error(name)
+
+    return property(refuse)
+
+
+# Methods and refusals are class attributes rather than a ``__getattr__`` hook: with
+# the hook, CPython looks ``__getattr__`` up on every attribute read of every tracer
+# (``x._value`` on the hot path included) and cannot specialise those reads.
+for _name, _fun in METHOD_FUNCTIONS.items():
+    if _name not in Tracer.__dict__:
+        setattr(Tracer, _name, _method_of(_name, _fun))
+for _name in MEMORY_ATTRIBUTES:
+    setattr(Tracer, _name, _memory_attribute(_name))
+del _name, _fun
 
 
 # ---------------------------------------------------------------------- views

@@ -25,6 +25,10 @@ def negative_axes(axis: Optional[Any], ndim: int) -> tuple:
     """Normalise ``axis`` (None, int or tuple, possibly negative) to sorted negative axes."""
     if axis is None:
         return tuple(range(-ndim, 0))
+    if type(axis) is int:  # the common case, without the loop
+        if not -ndim <= axis < ndim:
+            raise np.exceptions.AxisError(axis, ndim)
+        return (axis - ndim if axis >= 0 else axis,)
     if not isinstance(axis, (tuple, list)):
         axis = (axis,)
     out = []
@@ -45,7 +49,15 @@ def unreduce(g: Any, shape: Sequence[int], axis: Optional[Any], keepdims: bool, 
     shape = tuple(shape)
     axes = negative_axes(axis, len(shape))
     if not keepdims and axes:
-        g = np.expand_dims(g, axes)
+        if type(g) is np.ndarray:
+            # The reduced axes come back as length 1 (np.expand_dims, without its Python layer).
+            kept = list(g.shape)
+            ndim = len(kept) + len(axes)
+            for a in axes:
+                kept.insert(ndim + a, 1)
+            g = g.reshape(kept)
+        else:
+            g = np.expand_dims(g, axes)
     nb = np.ndim(g) - len(shape)
     return broadcast_to(g, np.shape(g)[:nb] + shape, like)  # Dask: chunked like the input
 

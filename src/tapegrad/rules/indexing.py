@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..banded import BandedCotangent
-from ..dispatch import primitive
+from ..dispatch import primitive, record_traced_first
 from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
-from ..registry import CONSTANT_ARG, defvjp
+from ..registry import CONSTANT_ARG, RULES, defvjp
 from ..tracer import ROUTES, is_basic_index, strip
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
@@ -289,7 +289,15 @@ defvjp(
 )
 
 
+def _getitem_basic(x: Any, index: Any) -> Any:
+    """``x[index]`` for a basic index (no tracer inside it): straight to the recorder."""
+    return record_traced_first(_GETITEM_RULE, x, (index,))
+
+
+_GETITEM_RULE = RULES[getitem]
+
 # Item access and casts of a tracer come here (see tapegrad.tracer.ROUTES).
 ROUTES.getitem = getitem
+ROUTES.getitem_basic = _getitem_basic
 ROUTES.setitem = setitem
 ROUTES.astype = astype
