@@ -173,19 +173,19 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
     """
     index = node.rule.scatter_index(node.args)
     target = node.args[0]
-    (_, _, parent, out), = node.parents
+    (_, _, parent, out), = node.parents  # parent: the parent node's index
     if index is None or out >= 0 or g.dtype != target.dtype:
         return False
     if type(g) is BandedCotangent:
         return _scatter_banded(cts, parent, g, index, target)
     slots, owned = cts.slots, cts.owned
-    prev = slots.get(parent.index)
+    prev = slots.get(parent)
     if prev is not None and type(prev) is not np.ndarray:
         return False  # a traced cotangent (higher order): the sum must be recorded
     if all(i is None or i is Ellipsis or i == _WHOLE for i in index):
         # x[None, :], x[..., None]: the read took every element, so the cotangent is g reshaped.
         g = g.reshape(batch + target.shape)
-        slots[parent.index] = g if prev is None else cts._sum(prev, g)
+        slots[parent] = g if prev is None else cts._sum(prev, g)
         return True
     where = (slice(None),) * len(batch) + index
     if prev is not None and id(prev) in owned and prev.shape == batch + target.shape:
@@ -196,21 +196,21 @@ def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> boo
     if prev is not None:
         buf += prev  # prev broadcasts to the full shape (fit_cotangent made it so)
     owned[id(buf)] = buf
-    slots[parent.index] = buf
+    slots[parent] = buf
     return True
 
 
-def _scatter_banded(cts: _Pending, parent: Node, g: BandedCotangent, index: tuple, target: Any) -> bool:
+def _scatter_banded(cts: _Pending, parent: int, g: BandedCotangent, index: tuple, target: Any) -> bool:
     """The banded case of :func:`_scatter_into`: ``x[a:b]`` of a 1-D ``x`` shifts the diagonals."""
     shifted = g.scattered(index, np.shape(target))
     if shifted is None:
         return False
     slots = cts.slots
-    prev = slots.get(parent.index)
+    prev = slots.get(parent)
     if prev is None:
-        slots[parent.index] = shifted
+        slots[parent] = shifted
     elif type(prev) is BandedCotangent or type(prev) is np.ndarray:
-        slots[parent.index] = cts._sum(prev, shifted)
+        slots[parent] = cts._sum(prev, shifted)
     else:
         return False  # a traced cotangent (higher order): the sum must be recorded
     return True
@@ -352,11 +352,10 @@ def _sweep(
             if not fits:
                 gi = fit_cotangent(gi, target, batch)
             if out < 0:
-                pidx = parent.index
-                prev = slots.get(pidx)
-                slots[pidx] = gi if prev is None else accumulate(prev, gi)
+                prev = slots.get(parent)
+                slots[parent] = gi if prev is None else accumulate(prev, gi)
             else:
-                cts.add(parent, out, gi)
+                cts.add(nodes[parent], out, gi)
         if release:
             node.args = node.ans = node.kwargs = None
     if release:

@@ -72,7 +72,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 raw[i] = strip(a)
             elif a._tape is tape:
                 raw[i] = a._value
-                parents.append((i, -1, a._node, a._out))
+                parents.append((i, -1, a._node.index, a._out))
         elif (t is list or t is tuple) and a:
             if i < len(vjps) and vjps[i] is CONSTANT_ARG:
                 raw[i] = strip_all(a)
@@ -83,7 +83,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                     if elems is None:
                         elems = list(a)
                     elems[j] = e._value
-                    parents.append((i, j, e._node, e._out))
+                    parents.append((i, j, e._node.index, e._out))
             if elems is not None:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
@@ -132,14 +132,14 @@ def record_unary(rule: Rule, a: Any) -> Any:
     if type(ans) is np.ndarray and ans.dtype.kind in "fc":
         if ans.nbytes <= PRUNE_BYTES:  # _append's small case, inline: this runs once per call
             nodes = tape.nodes
-            node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node, a._out),))
+            node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
             nodes.append(node)
             return Tracer(ans, node, tape)
-        return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node, a._out),))
+        return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
-        return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node, a._out)])
-    return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node, a._out),))
+        return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node.index, a._out)])
+    return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
 
 
 def record_traced_first(rule: Rule, a: Tracer, rest: tuple) -> Any:
@@ -148,7 +148,7 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple) -> Any:
     The caller guarantees that ``rest`` holds no tracers (a basic index, say).
     """
     raw = (a._value,) + rest
-    return _emit(rule, a._tape, raw, None, rule.fun(*raw), [(0, -1, a._node, a._out)])
+    return _emit(rule, a._tape, raw, None, rule.fun(*raw), [(0, -1, a._node.index, a._out)])
 
 
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
@@ -161,21 +161,21 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
             tape_b = b._tape
             if tape_b is tape:
                 raw = (a._value, b._value)
-                parents = ((0, -1, a._node, a._out), (1, -1, b._node, b._out))
+                parents = ((0, -1, a._node.index, a._out), (1, -1, b._node.index, b._out))
             elif tape_b.level > tape.level:
                 tape = tape_b
                 raw = (a, b._value)
-                parents = ((1, -1, b._node, b._out),)
+                parents = ((1, -1, b._node.index, b._out),)
             else:
                 raw = (a._value, b)
-                parents = ((0, -1, a._node, a._out),)
+                parents = ((0, -1, a._node.index, a._out),)
         else:
             raw = (a._value, b)
-            parents = ((0, -1, a._node, a._out),)
+            parents = ((0, -1, a._node.index, a._out),)
     elif type(b) is Tracer:
         tape = b._tape
         raw = (a, b._value)
-        parents = ((1, -1, b._node, b._out),)
+        parents = ((1, -1, b._node.index, b._out),)
     else:
         return rule.fun(a, b)
     ans = rule.fun(*raw)

@@ -124,12 +124,12 @@ def _reachable(start: Iterable[int], nodes: Sequence[Any], upward: bool) -> set:
         stack = list(seen)
         while stack:
             for _, _, parent, _ in nodes[stack.pop()].parents:
-                if parent.index not in seen:
-                    seen.add(parent.index)
-                    stack.append(parent.index)
+                if parent not in seen:
+                    seen.add(parent)
+                    stack.append(parent)
     else:  # nodes are in topological order: one forward pass suffices
         for node in nodes:
-            if any(p.index in seen for _, _, p, _ in node.parents):
+            if any(p in seen for _, _, p, _ in node.parents):
                 seen.add(node.index)
     return seen
 
@@ -207,7 +207,7 @@ def tape_to_dot(
             if out >= 0:
                 tags.append(f"out {out}")
             attrs = f" [label={_quote(', '.join(tags))}]" if tags else ""
-            lines.append(f"  n{parent.index} -> n{node.index}{attrs};")
+            lines.append(f"  n{parent} -> n{node.index}{attrs};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

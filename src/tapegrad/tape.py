@@ -39,10 +39,13 @@ class Node:
         The call's raw arguments at this tape's level.
     ans : object
         The raw output (a tuple for a function with several outputs).
-    parents : tuple of (argnum, position, Node, out)
-        Which arguments were tracers of this tape: ``position`` is the index
-        inside a sequence argument (``-1`` for a plain argument) and ``out`` the
-        output of the parent node that was used (``-1`` for a single output).
+    parents : tuple of (argnum, position, parent, out)
+        Which arguments were tracers of this tape: ``parent`` is the index of
+        the node that produced the argument, ``position`` the index inside a
+        sequence argument (``-1`` for a plain argument) and ``out`` the output
+        of the parent node that was used (``-1`` for a single output).  Indices
+        rather than nodes: tuples of plain numbers leave the garbage collector's
+        tracking, so a long tape is not walked over and over by full collections.
     n_out : int
         ``0`` for a single output, else the number of outputs.
     """
