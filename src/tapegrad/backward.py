@@ -328,7 +328,12 @@ def _sweep(
         seq_cts = None
         for argnum, pos, parent, out in parents:
             if pos < 0:
-                gi = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
+                if kwargs:
+                    gi = vjps[argnum](g, ans, *args, **kwargs)
+                elif len(args) == 2:  # most calls: a direct call, no argument tuple to build
+                    gi = vjps[argnum](g, ans, args[0], args[1])
+                else:
+                    gi = vjps[argnum](g, ans, *args)
                 target = args[argnum]
             else:
                 if seq_cts is None:
