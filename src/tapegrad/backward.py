@@ -83,13 +83,17 @@ def basis_rows(rows: int, size: int, k: int, shape: tuple, dtype: Any, structure
     Rows ``start:stop`` of an identity (a Jacobian's seed) are
     ``basis_rows(stop - start, size, start, ...)``; the basis tangents of an
     argument of ``n`` entries at ``offset`` in a batch of ``total`` are
-    ``basis_rows(total, n, -offset, ...)``.  For a 1-D ``shape`` the rows are a
-    banded batch (the sweep keeps it a few diagonals while rules only scale,
-    slice and add); ``structured=False`` or any other shape gives a dense array.
+    ``basis_rows(total, n, -offset, ...)``.  The rows are a banded batch, over
+    the C-order slots of an N-D ``shape`` (the sweep keeps it a few diagonals
+    while rules only scale, slice and add); ``structured=False`` or a 0-d
+    ``shape`` gives a dense array.
     """
     rows_of_eye = BandedCotangent.eye(rows, size, k, dtype)
-    if structured and STRUCTURED and len(shape) == 1 and np.dtype(dtype).kind in "fc":
-        return rows_of_eye
+    if structured and STRUCTURED and len(shape) >= 1 and np.dtype(dtype).kind in "fc":
+        if len(shape) == 1:
+            return rows_of_eye
+        # Rows of an N-D value: the same diagonals over the value's C-order slots.
+        return BandedCotangent((rows,) + tuple(shape), rows_of_eye.bands, rows_of_eye.dtype)
     return rows_of_eye.to_array().reshape((rows,) + tuple(shape))
 
 
@@ -114,8 +118,8 @@ def seed_for(seed: Any, root_value: Any) -> Any:
 
 
 def plain_vector(value: Any) -> bool:
-    """Whether a sweep from a root holding ``value`` may carry banded batches: a plain 1-D array."""
-    return type(value) is np.ndarray and value.ndim == 1
+    """Whether a sweep from a root holding ``value`` may carry banded batches: a plain array (1-D or N-D)."""
+    return type(value) is np.ndarray and value.ndim >= 1
 
 
 class _Pending:

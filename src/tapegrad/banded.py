@@ -8,6 +8,13 @@ these the ``(B, L)`` batch stays a handful of diagonals.
 stencil-like program (Rosenbrock, finite-difference residuals, chains of
 element-wise maps) costs O(B) per step instead of O(B L).
 
+An N-D value (a 2-D field) is laid out flat: entry ``(r, p)`` of the batch
+is position ``p`` of a flat *layout* of ``length`` slots, and the value's
+element ``(i, j, ...)`` sits at slot ``start + i * strides[0] + j * strides[1] + ...``.
+A fresh identity uses the C-order layout; slicing ``x[1:, :]`` moves ``start``,
+slicing ``x[:, 1:]`` also leaves one unused slot per row.  Unused slots always
+hold zeros, so diagonals stay diagonals under every slice of step 1.
+
 Correctness never depends on the structure: every NumPy call that this module
 does not handle explicitly receives the dense array the batch stands for (built
 once and cached), so a rule sees the same numbers it would see without this
@@ -68,14 +75,46 @@ class BandedCotangent(NDArrayOperatorsMixin):
     dense array), so the sweep may hand one batch to several rules.
     """
 
-    __slots__ = ("shape", "dtype", "bands", "_dense")
+    __slots__ = ("shape", "dtype", "bands", "_dense", "length", "start", "strides")
     __array_priority__ = 20.0
 
-    def __init__(self, shape: Tuple[int, int], bands: Bands, dtype: Any) -> None:
+    def __init__(
+        self, shape: tuple, bands: Bands, dtype: Any, layout: Optional[Tuple[int, int, tuple]] = None
+    ) -> None:
         self.shape = shape
         self.bands = bands
         self.dtype = np.dtype(dtype)
         self._dense: Optional[np.ndarray] = None
+        if layout is None:  # C order: element (i, j, ...) at its flat index
+            self.length, self.start, self.strides = math.prod(shape[1:]), 0, _c_strides(shape[1:])
+        else:
+            self.length, self.start, self.strides = layout
+
+    @property
+    def layout(self) -> Tuple[int, int, tuple]:
+        """``(length, start, strides)``: where the value's elements sit among the flat slots."""
+        return self.length, self.start, self.strides
+
+    def _standard(self) -> bool:
+        """Whether the layout is C order (slots are the flat indices, none unused)."""
+        return self.start == 0 and self.length == math.prod(self.shape[1:]) and self.strides == _c_strides(self.shape[1:])
+
+    def _slots(self) -> np.ndarray:
+        """The slot of each element of the value: an integer array shaped ``shape[1:]``."""
+        pos = np.full((), self.start, dtype=np.intp)
+        for n, stride in zip(self.shape[1:], self.strides):
+            pos = pos[..., None] + np.arange(n, dtype=np.intp) * stride
+        return pos
+
+    def _like(self, bands: Bands, dtype: Any) -> "BandedCotangent":
+        """A batch of the same shape and layout with other diagonals."""
+        return BandedCotangent(self.shape, bands, dtype, self.layout)
+
+    def _layout_vector(self, values: np.ndarray, fill: Any) -> np.ndarray:
+        """``values`` (shaped like the value) spread over the flat slots, ``fill`` in unused ones."""
+        flat = np.full(self.length, fill, dtype=values.dtype)
+        flat[self._slots()] = values
+        return flat
 
     @classmethod
     def eye(cls, rows: int, cols: int, k: int, dtype: Any) -> "BandedCotangent":
@@ -89,11 +128,13 @@ class BandedCotangent(NDArrayOperatorsMixin):
         return cls((rows, cols), {k: (lo, np.ones(max(0, hi - lo), dtype=dtype))}, dtype)
 
     # -------------------------------------------------------------- array-like
-    ndim = 2
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return self.shape[0] * self.shape[1]
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -103,6 +144,13 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def add_into(self, out: np.ndarray) -> np.ndarray:
         """Add the diagonals into ``out`` (shaped like the batch) in place and return it."""
+        if len(self.shape) != 2 or not self._standard():
+            rows = BandedCotangent((self.shape[0], self.length), self.bands, self.dtype)
+            if self._standard() and out.flags.c_contiguous:
+                rows.add_into(out.reshape(rows.shape))  # a view: the slots are the flat indices
+            else:
+                out += rows.dense()[:, self._slots()]  # the value's slots, shaped (B, *value shape)
+            return out
         cols = self.shape[1]
         if out.flags.c_contiguous:
             flat = out.reshape(-1)
@@ -150,11 +198,40 @@ class BandedCotangent(NDArrayOperatorsMixin):
             return self
         if dtype.kind not in "fc" or (self.dtype.kind == "c" and dtype.kind != "c"):
             return self.dense().astype(dtype)
-        return BandedCotangent(self.shape, {o: (lo, v.astype(dtype)) for o, (lo, v) in self.bands.items()}, dtype)
+        return self._like({o: (lo, v.astype(dtype)) for o, (lo, v) in self.bands.items()}, dtype)
 
     def __getitem__(self, key: Any) -> Any:
-        out = self._slice_columns(key)
+        out = self._slice_columns(key) if len(self.shape) == 2 and self._standard() else self._sliced(key)
         return self.dense()[key] if out is None else out
+
+    def _sliced(self, key: Any) -> Optional["BandedCotangent"]:
+        """``self[:, a:b, c:d, ...]`` (step-1 slices of every value axis), else ``None``.
+
+        The slots stay where they are: ``start`` moves to the first element kept,
+        and slots of elements left out are zeroed (a selection, so an ``inf``
+        there cannot turn into NaN).
+        """
+        key = _full_index(key, len(self.shape))
+        if key is None or key[0] != _WHOLE:
+            return None
+        start, vshape = self.start, []
+        for k, n, stride in zip(key[1:], self.shape[1:], self.strides):
+            if type(k) is not slice:
+                return None
+            first, stop, step = k.indices(n)
+            if step != 1:
+                return None
+            start += first * stride
+            vshape.append(max(stop - first, 0))
+        out = BandedCotangent((self.shape[0],) + tuple(vshape), {}, self.dtype, (self.length, start, self.strides))
+        kept = out._layout_vector(np.ones(vshape, dtype=bool), False)
+        for offset, (lo, vals) in self.bands.items():
+            mask = kept[lo + offset : lo + offset + vals.shape[0]]
+            if mask.all():
+                out.bands[offset] = (lo, vals)
+            elif mask.any():
+                out.bands[offset] = (lo, np.where(mask, vals, 0).astype(self.dtype, copy=False))
+        return out
 
     def _slice_columns(self, key: Any) -> Optional["BandedCotangent"]:
         """``self[..., a:b]`` (or ``self[:, a:b]``) with step 1, else ``None``."""
@@ -184,13 +261,70 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
         Only a step-1 slice of a 1-D ``x`` keeps the structure (the diagonals shift).
         """
-        if len(shape) != 1 or len(index) != 1 or type(index[0]) is not slice:
+        if len(shape) == 1 and len(self.shape) == 2 and self._standard():
+            if len(index) != 1 or type(index[0]) is not slice:
+                return None
+            start, _, step = index[0].indices(shape[0])
+            return self.embed(start, shape[0]) if step == 1 else None
+        index = _full_index(index, len(shape))
+        return None if index is None else self._embedded(index, tuple(shape))
+
+    def _embedded(self, index: tuple, shape: tuple) -> Optional["BandedCotangent"]:
+        """The N-D case of :meth:`scattered`: step-1 slices of every axis, in the same slots.
+
+        ``x``'s element ``(j, k, ...)`` takes the slot its piece had; the elements
+        outside the piece fall on slots that hold zeros.  ``None`` when ``x`` does
+        not fit the slots without overlapping (the rows of the layout are too short).
+        """
+        if len(index) != len(shape) or len(shape) != len(self.shape) - 1:
             return None
-        start, _, step = index[0].indices(shape[0])
-        return self.embed(start, shape[0]) if step == 1 else None
+        start = self.start
+        for k, n, width, stride in zip(index, shape, self.shape[1:], self.strides):
+            if type(k) is not slice:
+                return None
+            first, stop, step = k.indices(n)
+            if step != 1 or max(stop - first, 0) != width:
+                return None
+            start -= first * stride
+        # Slots of x must be distinct and inside the layout: C-like strides of x's shape or wider.
+        need = 1
+        for n, stride in zip(shape[::-1], self.strides[::-1]):
+            if stride < need:
+                return None
+            need = stride * n
+        span = sum((n - 1) * stride for n, stride in zip(shape, self.strides))
+        if span >= self.length:
+            return None
+        piece = self
+        if start < 0 or start + span >= self.length:
+            # x does not fit around the piece where it sits: move the piece so that x starts at slot 0.
+            piece = self._moved(self.start - start)
+            start = 0
+        layout = (self.length, start, self.strides)
+        return BandedCotangent((self.shape[0],) + shape, piece.bands, self.dtype, layout)
 
     # -------------------------------------------------------------- algebra
-    def _per_band(self, factor: Any) -> Optional[list]:
+    def _per_band_laid_out(self, factor: Any, shape: tuple, fill: Any) -> Optional[list]:
+        """:meth:`_per_band` for an N-D value or a non-C layout: a factor shaped like the value.
+
+        The factor is spread over the slots (``fill`` in the unused ones, which
+        hold zeros in every diagonal) and cut per diagonal like a 1-D column factor.
+        """
+        vshape = self.shape[1:]
+        if len(shape) > len(vshape):
+            if any(s != 1 for s in shape[: len(shape) - len(vshape)]):
+                return None  # varies along the batch
+            factor = factor.reshape(shape[len(shape) - len(vshape) :])
+            shape = factor.shape
+        try:
+            if np.broadcast_shapes(shape, vshape) != vshape:
+                return None
+        except ValueError:
+            return None
+        flat = self._layout_vector(np.broadcast_to(factor, vshape), fill)
+        return [flat[lo + offset : lo + offset + vals.shape[0]] for offset, (lo, vals) in self.bands.items()]
+
+    def _per_band(self, factor: Any, fill: Any = 1) -> Optional[list]:
         """``factor`` cut into one piece per band, if it broadcasts without widening the batch.
 
         ``factor`` may be a scalar, one value per column (shape ``(L,)`` or
@@ -205,12 +339,14 @@ class BandedCotangent(NDArrayOperatorsMixin):
             shape = ()
         else:
             return None
+        if all(s == 1 for s in shape) and len(shape) <= len(self.shape):
+            scalar = factor.reshape(()) if shape else factor
+            return [scalar] * len(self.bands)
+        if len(self.shape) != 2 or not self._standard():
+            return self._per_band_laid_out(factor, shape, fill)
         rows, cols = self.shape
         if len(shape) > 2 or any(s != 1 for s in shape[:-2]):
             return None
-        if all(s == 1 for s in shape):
-            scalar = factor.reshape(()) if shape else factor
-            return [scalar] * len(self.bands)
         if shape[-1] == cols and (len(shape) == 1 or shape[0] == 1):
             column = factor.reshape(-1)
             return [column[lo + offset : lo + offset + vals.shape[0]] for offset, (lo, vals) in self.bands.items()]
@@ -238,7 +374,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
             dtype = next(iter(bands.values()))[1].dtype
         else:
             dtype = np.result_type(self.dtype, factor)
-        return BandedCotangent(self.shape, bands, dtype)
+        return self._like(bands, dtype)
 
     def _selected(self, condition: np.ndarray, keep: bool, zero: Any) -> Optional["BandedCotangent"]:
         """``np.where(condition, self, zero)`` (``keep``) or ``np.where(condition, zero, self)``.
@@ -246,16 +382,35 @@ class BandedCotangent(NDArrayOperatorsMixin):
         A selection, not a product with the mask: an ``inf`` or ``nan`` on a band
         where the other branch is chosen becomes 0, exactly as in the dense array.
         """
-        pieces = self._per_band(condition)
+        pieces = self._per_band(condition, fill=keep is False)  # unused slots: select the zero
         if pieces is None:
             return None
         dtype = np.result_type(self.dtype, zero)  # as np.where would promote
         bands: Bands = {}
         for (offset, (lo, vals)), c in zip(self.bands.items(), pieces):
             bands[offset] = (lo, np.where(c if keep else ~c, vals, zero).astype(dtype, copy=False))
-        return BandedCotangent(self.shape, bands, dtype)
+        return self._like(bands, dtype)
+
+    def _moved(self, start: int) -> "BandedCotangent":
+        """The same batch with its value's first element in slot ``start`` (diagonals shift).
+
+        Entries shifted out of the slots were in unused slots, so they are zeros.
+        """
+        shift = start - self.start
+        bands: Bands = {}
+        for offset, (lo, vals) in self.bands.items():
+            offset += shift
+            first = max(0, -(lo + offset))
+            last = min(vals.shape[0], self.length - (lo + offset))
+            if last > first:
+                bands[offset] = (lo + first, vals[first:last])
+        return BandedCotangent(self.shape, bands, self.dtype, (self.length, start, self.strides))
 
     def _merged(self, other: "BandedCotangent", sign: float) -> Any:
+        if other.layout != self.layout:
+            if (other.length, other.strides) != (self.length, self.strides):
+                return None  # slots of another shape: the caller adds the dense arrays
+            other = other._moved(self.start)  # x[1:] + x[:-1]: one value, two placements
         bands = dict(self.bands)
         for offset, (lo, vals) in other.bands.items():
             if sign < 0:
@@ -274,7 +429,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
             total[lo - first : lo - first + vals.shape[0]] += vals
             bands[offset] = (first, total)
         dtype = np.result_type(self.dtype, other.dtype)
-        merged = BandedCotangent(self.shape, bands, dtype)
+        merged = self._like(bands, dtype)
         return merged.to_array() if len(bands) > MAX_BANDS else merged
 
     def _plus_dense(self, other: Any, sign_self: float, sign_other: float) -> Optional[np.ndarray]:
@@ -287,7 +442,9 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _rows_times(self, m: Any) -> Optional[np.ndarray]:
         """``self @ m`` for a plain 2-D ``m``: a scaled gather of ``m``'s rows per diagonal."""
-        if type(m) is not np.ndarray or m.ndim != 2 or m.shape[0] != self.shape[1]:
+        if type(m) is not np.ndarray or m.ndim != 2 or len(self.shape) != 2 or m.shape[0] != self.shape[1]:
+            return None
+        if not self._standard():
             return None
         if not _finite(m):
             return None  # the dense product's 0 * inf terms are NaN: let it compute them
@@ -321,6 +478,32 @@ class BandedCotangent(NDArrayOperatorsMixin):
             if out is not None:
                 return out
         return func(*plain(args), **plain(kwargs))
+
+
+_WHOLE = slice(None)
+
+
+def _full_index(index: Any, ndim: int) -> Optional[tuple]:
+    """``index`` as one slice per axis (missing trailing axes taken whole), or ``None``.
+
+    Only tuples of slices qualify: integers, ``None``, ``Ellipsis`` and arrays
+    take the dense path.
+    """
+    if type(index) is not tuple:
+        index = (index,)
+    if len(index) > ndim or any(type(k) is not slice for k in index):
+        return None
+    return index + (_WHOLE,) * (ndim - len(index))
+
+
+def _c_strides(vshape: tuple) -> tuple:
+    """Element strides of a C-ordered array of shape ``vshape``."""
+    strides = []
+    step = 1
+    for n in reversed(vshape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 def _finite(value: Any) -> bool:
@@ -368,7 +551,7 @@ def _positive(a: Any) -> Any:
 def _conjugate(a: Any) -> Any:
     if a.dtype.kind != "c":
         return a
-    return BandedCotangent(a.shape, {o: (lo, np.conjugate(v)) for o, (lo, v) in a.bands.items()}, a.dtype)
+    return a._like({o: (lo, np.conjugate(v)) for o, (lo, v) in a.bands.items()}, a.dtype)
 
 
 def _matmul(a: Any, b: Any) -> Any:
@@ -405,6 +588,13 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
     if type(a) is not BandedCotangent or dtype is not None or out is not None or keepdims or kwargs:
         return None
+    ndim = len(a.shape)
+    if ndim > 2 or not a._standard():
+        # Only the sum over the whole value: unused slots hold zeros, so it is the sum over slots.
+        axes = axis if type(axis) is tuple else (axis,)
+        if axis is None or sorted(x % ndim for x in axes) != list(range(1, ndim)):
+            return None
+        axis = -1
     if axis in (-1, 1):
         total = np.zeros(a.shape[0], dtype=a.dtype)
         for _, (lo, vals) in a.bands.items():
@@ -436,7 +626,7 @@ def _result_type(*arrays_and_dtypes: Any) -> Any:
 
 _FUNCTIONS: Dict[Any, Callable[..., Any]] = {
     np.shape: lambda a: a.shape,
-    np.ndim: lambda a: 2,
+    np.ndim: lambda a: len(a.shape),
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.result_type: _result_type,
     np.where: _where,
