@@ -15,7 +15,9 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import GradientDroppedError, NonDifferentiableArgumentError, UnsupportedFunctionError
-from .registry import COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, Rule, function_name, lookup
+from .registry import (
+    COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
+)
 from .tape import Node, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
@@ -142,13 +144,22 @@ def record_unary(rule: Rule, a: Any) -> Any:
     return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
 
 
-def record_traced_first(rule: Rule, a: Tracer, rest: tuple) -> Any:
-    """Hot path for a primitive whose one traced argument is the first (``x[1:, None]``).
+def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) -> Any:
+    """Hot path for a primitive whose one traced argument is the first (``x[1:, None]``, ``np.sum(x, axis=0)``).
 
-    The caller guarantees that ``rest`` holds no tracers (a basic index, say).
+    The caller guarantees that ``rest`` and ``kwargs`` hold no tracers (a basic
+    index, an axis).
     """
-    raw = (a._value,) + rest
-    return _emit(rule, a._tape, raw, None, rule.fun(*raw), [(0, -1, a._node.index, a._out)])
+    value = a._value
+    raw = (value,) + rest
+    fun = rule.fun
+    if type(value) is not Tracer:  # nothing to dispatch: skip a primitive wrapper's search for tracers
+        fun = getattr(fun, UNTRACED, fun)
+    ans = fun(*raw, **kwargs) if kwargs else fun(*raw)
+    out = _emit(rule, a._tape, raw, kwargs if rule.pass_kwargs else None, ans, [(0, -1, a._node.index, a._out)])
+    if rule.returns_view:
+        link_opaque_views(a, out)
+    return out
 
 
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
@@ -308,6 +319,12 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
     rule = RULES.get(func)
     if rule is None:
         raise UnsupportedFunctionError(function_name(func))
+    if rule.kind is PRIMITIVE and len(args) == 1 and type(args[0]) is Tracer and rule.vjps[0] is not CONSTANT_ARG:
+        # np.sum(x, axis=0), np.reshape-free one-input calls: no argument lists to walk.
+        for v in kwargs.values():
+            if _has_tracer(v):
+                return call_rule(rule, args, kwargs)
+        return record_traced_first(rule, args[0], (), kwargs)
     return call_rule(rule, args, kwargs)
 
 
@@ -383,6 +400,7 @@ def primitive(fun: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__doc__ = getattr(fun, "__doc__", None)
     wrapper.__wrapped__ = fun
     setattr(wrapper, DISPATCHED, True)
+    setattr(wrapper, UNTRACED, fun)
     return wrapper
 
 

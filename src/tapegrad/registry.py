@@ -108,6 +108,8 @@ RESOLVERS: list = []
 #: Set on callables whose calls with tracers consult the registry (tapegrad's
 #: ``dispatch.primitive`` wrappers, ``custom_vjp`` functions).
 DISPATCHED = "__tapegrad_dispatched__"
+#: Set by ``dispatch.primitive`` on its wrappers: the wrapped function itself.
+UNTRACED = "__tapegrad_untraced__"
 
 
 def _check_reachable(fun: Any) -> None:
