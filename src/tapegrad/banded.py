@@ -57,17 +57,22 @@ def plain(value: Any, fresh: bool = False) -> Any:
 
 
 class BandedCotangent(NDArrayOperatorsMixin):
-    """A ``(B, L)`` batch of cotangents that is zero outside a few diagonals.
+    """A batch of cotangents that is zero outside a few diagonals.
 
     Parameters
     ----------
     shape : tuple of int
-        ``(B, L)``: the batch size and the length of the (1-D) value.
+        ``(B, L)`` for a 1-D value of length ``L``, or ``(B, *value_shape)``.
     bands : dict
-        ``{offset: (lo, vals)}``: entry ``(lo + i, lo + i + offset)`` holds
-        ``vals[i]``; everything else is zero.
+        ``{offset: (lo, vals)}``: entry ``(lo + i, lo + i + offset)`` of the
+        ``(B, length)`` batch of slots holds ``vals[i]``; everything else is zero.
     dtype : numpy.dtype
         The dtype of the dense array this stands for.
+    layout : tuple, optional
+        ``(length, start, strides)``: the value's element ``(i, j, ...)`` sits in
+        slot ``start + i * strides[0] + j * strides[1] + ...``.  Default: C order
+        (slots are the flat indices).  Slots no element uses hold zeros in every
+        diagonal.
 
     Notes
     -----

@@ -319,7 +319,7 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
     rule = RULES.get(func)
     if rule is None:
         raise UnsupportedFunctionError(function_name(func))
-    if rule.kind is PRIMITIVE and len(args) == 1 and type(args[0]) is Tracer and rule.vjps[0] is not CONSTANT_ARG:
+    if rule.kind is PRIMITIVE and len(args) == 1 and type(args[0]) is Tracer and rule.vjps[:1] != (CONSTANT_ARG,):
         # np.sum(x, axis=0), np.reshape-free one-input calls: no argument lists to walk.
         for v in kwargs.values():
             if _has_tracer(v):
