@@ -86,7 +86,8 @@ def test_scalings_and_selections_stay_banded_and_match(b, seed):
 def test_factors_varying_along_the_batch_take_the_dense_path(b, seed):
     factor = np.random.default_rng(seed).standard_normal((b.shape[0], 1, 1))
     _same(b * factor, _dense(b) * factor)
-    _same(b * np.inf, _dense(b) * np.inf)  # 0 * inf is NaN in the dense array: the dense path says so
+    with np.errstate(invalid="ignore"):  # 0 * inf is NaN in the dense array: the dense path says so
+        _same(b * np.inf, _dense(b) * np.inf)
 
 
 @given(st.data())
