@@ -220,6 +220,14 @@ def test_plain_replaces_batches_inside_containers():
 
 
 # ------------------------------------------------------------------ the sweep
+def dense_builds(monkeypatch):
+    """A list that records the shape of every dense batch built from here on (patched ``dense``)."""
+    built = []
+    original = BandedCotangent.dense
+    monkeypatch.setattr(BandedCotangent, "dense", lambda self: built.append(self.shape) or original(self))
+    return built
+
+
 def _dense_seeds(monkeypatch):
     monkeypatch.setattr(backward, "STRUCTURED", False)
 
@@ -286,14 +294,7 @@ def test_sweep_with_banded_seeds_equals_dense_seeds(fun, sample, monkeypatch):
 def test_stencil_hessian_stays_banded_until_the_result(monkeypatch):
     """Rosenbrock's Hessian sweep never builds a dense batch except the answer itself."""
     x = np.random.default_rng(3).standard_normal(50)
-    built = []
-    original = BandedCotangent.dense
-
-    def counting(self):
-        built.append(self.shape)
-        return original(self)
-
-    monkeypatch.setattr(BandedCotangent, "dense", counting)
+    built = dense_builds(monkeypatch)
     h = tg.hessian(_rosenbrock)(x)
     np.testing.assert_allclose(h, _rosenbrock_hessian(x), rtol=1e-12, atol=1e-9)
     assert built == []  # no rule needed the dense batch; the result was written once
@@ -352,9 +353,7 @@ def test_forward_jacobian_of_several_vectors_takes_one_diagonal_each():
 
 def test_forward_over_reverse_stencil_hessian_stays_banded(monkeypatch):
     x = np.random.default_rng(4).standard_normal(40)
-    built = []
-    original = BandedCotangent.dense
-    monkeypatch.setattr(BandedCotangent, "dense", lambda self: built.append(self.shape) or original(self))
+    built = dense_builds(monkeypatch)
     h = tg.jacfwd(tg.grad(_rosenbrock))(x)
     np.testing.assert_allclose(h, _rosenbrock_hessian(x), rtol=1e-12, atol=1e-9)
     assert built == []

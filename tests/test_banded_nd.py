@@ -18,6 +18,7 @@ from tapegrad.banded import BandedCotangent
 
 from .rules.samples import FIRST_ORDER_SAMPLES, SAMPLES
 from .rules.test_samples import _params
+from .test_banded import _same, dense_builds
 
 
 @st.composite
@@ -49,12 +50,6 @@ def _dense(b):
         for i, v in enumerate(vals):
             flat[lo + i, lo + i + offset] += v
     return flat[:, b._slots()]
-
-
-def _same(result, expected):
-    assert np.shape(result) == np.shape(expected)
-    np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-13, atol=1e-13)
-    assert np.asarray(result).dtype == np.asarray(expected).dtype
 
 
 @given(laid_out_batches())
@@ -173,16 +168,8 @@ def test_grid_hessian_stays_banded_until_the_result(monkeypatch):
         return np.sum(np.log1p(dx * dx)) + np.sum(np.log1p(dy * dy)) + 0.25 * np.sum(x**4)
 
     x = np.random.default_rng(4).standard_normal((7, 6))
-    built = []
-    original = BandedCotangent.dense
-
-    def counting(self):
-        built.append(self.shape)
-        return original(self)
-
-    monkeypatch.setattr(BandedCotangent, "dense", counting)
+    built = dense_builds(monkeypatch)
     h = tg.hessian(energy)(x)
-    monkeypatch.setattr(BandedCotangent, "dense", original)
+    assert built == []
     monkeypatch.setattr(backward, "STRUCTURED", False)
     np.testing.assert_allclose(h, tg.hessian(energy)(x), rtol=1e-12, atol=1e-12)
-    assert built == []
