@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 import tapegrad as tg
 
@@ -220,6 +220,20 @@ def _fd_directional(f, args, k, u, eps=1e-6):
     return (np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps)
 
 
+def _smooth_fd(f, args, k, u):
+    """The central difference at step 1e-6, at a point where ``f`` is smooth on that scale.
+
+    A drawn point can sit within a step of a branch switch (``np.where(a > 0, a, b)``
+    with ``a`` within 1e-6 of 0: the long profile met one in 15 000 programs).  There
+    the difference measures the jump, not the derivative, and a step ten times larger
+    gives a very different number: such a point is discarded, not compared.
+    """
+    fd = float(_fd_directional(f, args, k, u))
+    coarse = float(_fd_directional(f, args, k, u, eps=1e-5))
+    assume(coarse == pytest.approx(fd, rel=1e-2, abs=1e-3))
+    return fd
+
+
 @fuzz_settings
 @given(programs())
 def test_random_program_gradient_and_hessian(program):
@@ -229,8 +243,8 @@ def test_random_program_gradient_and_hessian(program):
     grads = tg.grad(loss, argnums=(0, 1))(x, y)
     for k in (0, 1):
         u = rng.standard_normal(np.shape((x, y)[k]))
-        fd = _fd_directional(loss, (x, y), k, u)
-        assert np.sum(grads[k] * u) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)
+        fd = _smooth_fd(loss, (x, y), k, u)
+        assert np.sum(grads[k] * u) == pytest.approx(fd, rel=1e-5, abs=1e-6)
     # Second order: u.H.u from the traced gradient against finite differences of the gradient.
     u = rng.standard_normal(x.shape)
 
@@ -238,8 +252,8 @@ def test_random_program_gradient_and_hessian(program):
         return np.sum(tg.grad(loss)(x, y) * u)
 
     uhu = np.sum(tg.grad(directional_gradient)(x) * u)
-    fd = _fd_directional(directional_gradient, (x,), 0, u)
-    assert uhu == pytest.approx(float(fd), rel=1e-4, abs=1e-5)
+    fd = _smooth_fd(directional_gradient, (x,), 0, u)
+    assert uhu == pytest.approx(fd, rel=1e-4, abs=1e-5)
 
 
 @fuzz_settings
@@ -361,5 +375,20 @@ def test_program_writing_into_its_argument_matches_finite_differences(program, w
     loss = lambda x, y: np.sum(f(x.copy(), y.copy()))  # noqa: E731  (finite differences on copies)
     grad = tg.grad(lambda x, y: np.sum(f(x, y)))(x.copy(), y)
     u = np.random.default_rng(seed + 2).standard_normal(x.shape)
-    fd = _fd_directional(loss, (x, y), 0, u)
-    assert np.sum(grad * u) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)
+    fd = _smooth_fd(loss, (x, y), 0, u)
+    assert np.sum(grad * u) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_a_branch_switch_within_the_step_is_discarded_not_compared():
+    # The long profile's one mismatch: 0-d inputs put np.where(a > 0, a, b)'s switch
+    # within 1e-6 of the point.  The gradient is right (a larger step agrees with it);
+    # the 1e-6 difference measured the jump, and _smooth_fd discards such points.
+    steps = [("unary", "concat_self"), ("binary", "subtract", 0), ("unary", "concat_self"),
+             ("binary", "subtract", 1), ("binary", "add", 0), ("unary", "arctan"), ("binary", "where_pos", 0)]
+    f, x, y, _ = _instantiate(((), (), steps, 0))
+    loss = lambda x, y: np.sum(f(x, y))  # noqa: E731
+    grads = tg.grad(loss, argnums=(0, 1))(x, y)
+    one = np.ones(())
+    for k in (0, 1):
+        assert float(grads[k]) == pytest.approx(float(_fd_directional(loss, (x, y), k, one, eps=1e-4)), rel=1e-6)
+        assert abs(float(_fd_directional(loss, (x, y), k, one))) > 1e5  # the jump, seen by the small step
