@@ -29,7 +29,7 @@ from .memo import sweeping
 from .tape import Node, Tape
 from .tracer import Tracer
 
-__all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_vector"]
+__all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_root"]
 
 
 def fit_cotangent(g: Any, target: Any, batch: tuple) -> Any:
@@ -108,16 +108,16 @@ def as_seed(cotangent: Any) -> Any:
 def seed_for(seed: Any, root_value: Any) -> Any:
     """``seed`` as the sweep from a root holding ``root_value`` may start from it.
 
-    A banded batch only seeds a sweep over plain 1-D values: when the root's value
+    A banded batch only seeds a sweep over plain values: when the root's value
     is a tracer of an outer tape, the sweep itself is recorded, and recorded calls
     must see plain arrays.
     """
-    if type(seed) is BandedCotangent and not plain_vector(root_value):
+    if type(seed) is BandedCotangent and not plain_root(root_value):
         return seed.dense()
     return seed
 
 
-def plain_vector(value: Any) -> bool:
+def plain_root(value: Any) -> bool:
     """Whether a sweep from a root holding ``value`` may carry banded batches: a plain array (1-D or N-D)."""
     return type(value) is np.ndarray and value.ndim >= 1
 

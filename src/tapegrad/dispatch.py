@@ -320,7 +320,7 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
     if rule is None:
         raise UnsupportedFunctionError(function_name(func))
     if rule.kind is PRIMITIVE and len(args) == 1 and type(args[0]) is Tracer and rule.vjps[:1] != (CONSTANT_ARG,):
-        # np.sum(x, axis=0), np.reshape-free one-input calls: no argument lists to walk.
+        # np.sum(x, axis=0), np.transpose(x): one traced input, constant keywords, no lists to walk.
         for v in kwargs.values():
             if _has_tracer(v):
                 return call_rule(rule, args, kwargs)

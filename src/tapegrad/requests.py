@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from .backward import backward, basis_rows, plain_vector, seed_for
+from .backward import backward, basis_rows, plain_root, seed_for
 from .tracer import strip
 from .errors import TapeError
 from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
@@ -259,7 +259,7 @@ def jacobian_request(
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        seed = basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_vector(t._value))
+        seed = basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_root(t._value))
         with guard_values((sources, t), refuse_compute=True):  # Dask: no fallback, no compute
             found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
