@@ -90,7 +90,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
     ans = rule.fun(*raw, **kwargs)
-    out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents)
+    # A keyword (np.cos(x, dtype=np.float32)) changes the output: such a call is not remembered.
+    out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if rule.returns_view and type(args[0]) is Tracer:
         link_opaque_views(args[0], out)
     return out
@@ -156,7 +157,8 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) 
     if type(value) is not Tracer:  # nothing to dispatch: skip a primitive wrapper's search for tracers
         fun = getattr(fun, UNTRACED, fun)
     ans = fun(*raw, **kwargs) if kwargs else fun(*raw)
-    out = _emit(rule, a._tape, raw, kwargs if rule.pass_kwargs else None, ans, [(0, -1, a._node.index, a._out)])
+    parents = [(0, -1, a._node.index, a._out)]
+    out = _emit(rule, a._tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if rule.returns_view:
         link_opaque_views(a, out)
     return out
@@ -205,8 +207,11 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     return _append(rule, tape, raw, None, ans, parents)
 
 
-def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list) -> Any:
-    """Record the node of a computed primitive and wrap its output(s) as tracers."""
+def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: list, remember: bool = True) -> Any:
+    """Record the node of a computed primitive and wrap its output(s) as tracers.
+
+    ``remember=False`` keeps the output out of the tape's memo (a call with keywords).
+    """
     if not tape.recording or not parents:
         return ans
     vjps = rule.vjps
@@ -236,10 +241,10 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
                 "floating-point dtype first."
             )
         return ans
-    return _append(rule, tape, raw, kwargs or None, ans, tuple(parents))
+    return _append(rule, tape, raw, kwargs or None, ans, tuple(parents), remember)
 
 
-def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: tuple) -> Any:
+def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: tuple, remember: bool = True) -> Any:
     """Record the node of a single floating-point output and return it as a tracer.
 
     Small outputs skip the bookkeeping (it would cost more than it saves); large
@@ -248,7 +253,7 @@ def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: t
     """
     nodes = tape.nodes
     if ans.nbytes > PRUNE_BYTES:
-        if rule.remember and len(raw) == 1:
+        if remember and rule.remember and len(raw) == 1:
             tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
         if rule.needs is not None:
             stored, kept = _prune(rule, raw, ans, parents)

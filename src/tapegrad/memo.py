@@ -1,8 +1,10 @@
 """Forward results that VJPs reuse: ``sin``'s VJP needs ``cos(x)``, often computed already.
 
-A tape keeps, in ``tape.memo``, weak references to the large outputs of ufuncs
-registered with ``remember=True``; during a sweep over that tape,
-:func:`remembered` finds them by the identity of their input.
+A tape keeps, in ``tape.memo``, weak references to the large outputs of
+one-input functions registered with ``remember=True`` (``cos``, ``cholesky``);
+during a sweep over that tape, :func:`remembered` and :func:`recalled` find them
+by the identity of their input, and :func:`shared` lets several VJPs of one
+sweep share a value derived from them (the inverse of a Cholesky factor).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["remembered", "sweeping"]
+__all__ = ["remembered", "recalled", "shared", "shared_so_far", "sweeping"]
 
 
 class _MemoStack(threading.local):
@@ -55,3 +57,40 @@ def remembered(ufunc: Any, x: Any) -> Any:
         if hit is not None:
             return hit
     return ufunc(x)
+
+
+def recalled(fun: Any, x: Any) -> Any:
+    """The forward pass's ``fun(x)`` when the program computed it (and it was kept), else ``None``."""
+    stack = _MEMOS.stack
+    if stack and stack[-1]:
+        return stack[-1].get((fun, id(x)))
+    return None
+
+
+def shared(derive: Any, x: Any) -> Any:
+    """``derive(x)``, computed once per sweep: VJPs that need the same derived value share it.
+
+    Keyed by the identity of ``x``, which the entry holds so that the id stays
+    unique for the sweep.  Outside a sweep this is just ``derive(x)``.
+    """
+    stack = _MEMOS.stack
+    if not stack:
+        return derive(x)
+    memo = stack[-1]
+    key = (derive, id(x))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    value = derive(x)
+    memo[key] = (x, value)
+    return value
+
+
+def shared_so_far(derive: Any, x: Any) -> Any:
+    """What :func:`shared` has already computed of ``derive(x)`` in this sweep, else ``None``."""
+    stack = _MEMOS.stack
+    if stack:
+        hit = stack[-1].get((derive, id(x)))
+        if hit is not None and hit[0] is x:
+            return hit[1]
+    return None

@@ -64,7 +64,7 @@ class Rule:
     name: str = ""
     #: Extra notes for the coverage table (e.g. "ties split equally").
     note: str = ""
-    #: Keep the outputs of this one-input ufunc in the tape's memo, keyed by the
+    #: Keep the outputs of this one-input function in the tape's memo, keyed by the
     #: input, so that other rules can reuse them: sin's VJP needs cos(x), which
     #: the program being differentiated has often computed already.
     remember: bool = False

@@ -1,0 +1,168 @@
+"""A Cholesky factor the forward pass computed, reused by slogdet/det VJPs; triangular inverses.
+
+``np.linalg.cholesky(a)`` is remembered (large outputs only, see ``dispatch.PRUNE_BYTES``),
+so ``slogdet(a)`` / ``det(a)`` of the very same, exactly symmetric ``a`` invert it as
+``inv(L)^T inv(L)``, and the Cholesky VJP of the same sweep reuses ``inv(L)``.  Every
+answer here is compared with the route that does not reuse anything.
+"""
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.rules import linalg as linalg_rules
+from tapegrad.testing import check_grads
+
+RNG = np.random.default_rng(11)
+N = 100  # 100 x 100 float64 is 80 kB: above the size from which outputs are remembered
+
+
+def spd(n, dtype=np.float64):
+    x = RNG.standard_normal((n, n))
+    return (x @ x.T / n + np.eye(n)).astype(dtype)
+
+
+@pytest.fixture
+def inverses(monkeypatch):
+    """Count the inverses of lower factors formed (each a whole recursive inverse)."""
+    calls = []
+    real = linalg_rules._lower_inverse
+
+    def spy(t):
+        calls.append(t.shape)
+        return real(t)
+
+    monkeypatch.setattr(linalg_rules, "_lower_inverse", spy)
+    return calls
+
+
+# ---------------------------------------------------------------- the triangular inverse
+@pytest.mark.parametrize("n", [1, 2, 64, 65, 130, 203])
+@pytest.mark.parametrize("lower", [True, False])
+def test_tri_inverse_matches_the_lu_inverse(n, lower):
+    a = RNG.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
+    t = np.tril(a) if lower else np.triu(a)
+    got = linalg_rules._tri_inverse(t, lower)
+    np.testing.assert_allclose(got, np.linalg.inv(t), rtol=1e-10, atol=1e-13)
+    other = np.triu(got, 1) if lower else np.tril(got, -1)
+    assert not other.any()  # the other triangle is exactly zero
+    # a Fortran-ordered matrix (as a transposed view is) gives the same numbers, up to BLAS's rounding
+    np.testing.assert_allclose(linalg_rules._tri_inverse(np.asfortranarray(t), lower), got, rtol=1e-12, atol=1e-15)
+
+
+def test_tri_inverse_stacked_and_float32():
+    t = np.tril(RNG.standard_normal((3, 130, 130))) + 20 * np.eye(130)
+    np.testing.assert_allclose(linalg_rules._tri_inverse(t, True), np.linalg.inv(t), rtol=1e-10, atol=1e-13)
+    t32 = t.astype(np.float32)
+    got = linalg_rules._tri_inverse(t32, True)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.linalg.inv(t), rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------- reuse in a sweep
+def _nlml(theta, sqdist, y, fresh_slogdet=False):
+    """The benchmark's Gaussian-process likelihood; ``fresh_slogdet`` hides the factor from slogdet."""
+    n = y.shape[0]
+    k = np.exp(theta[0]) * np.exp(-0.5 * sqdist * np.exp(-2.0 * theta[1])) + np.exp(theta[2]) * np.eye(n)
+    z = np.linalg.solve(np.linalg.cholesky(k), y)
+    logdet = np.linalg.slogdet(k + 0.0 if fresh_slogdet else k)[1]
+    return 0.5 * (z @ z) + 0.5 * logdet
+
+
+def _gp_data(n=N):
+    x = np.linspace(0.0, 3.0, n)
+    return (x[:, None] - x[None, :]) ** 2, np.sin(2 * x)
+
+
+def test_gp_gradient_reuses_one_factor_inverse_and_matches_the_lu_route(inverses):
+    sqdist, y = _gp_data()
+    theta = np.array([0.2, -0.5, -1.0])
+    reused = tg.grad(_nlml)(theta, sqdist, y)
+    assert len(inverses) == 1  # formed once, used by slogdet's and cholesky's VJPs
+    fresh = tg.grad(_nlml)(theta, sqdist, y, True)
+    assert len(inverses) == 1  # slogdet of another object: the LU route, and nothing to share
+    np.testing.assert_allclose(reused, fresh, rtol=1e-9, atol=1e-11)
+
+
+def test_gp_first_and_second_order_against_finite_differences():
+    sqdist, y = _gp_data()
+    check_grads(lambda t: _nlml(t, sqdist, y), [np.array([0.1, -0.7, -1.5])], order=2)
+
+
+def test_slogdet_and_det_gradients_are_the_inverse():
+    a = spd(N)
+
+    def f(m):
+        lower = np.linalg.cholesky(m)
+        return np.linalg.slogdet(m)[1] + np.sum(lower[:, 0])
+
+    def f_fresh(m):
+        return np.linalg.slogdet(m + 0.0)[1] + np.sum(np.linalg.cholesky(m)[:, 0])
+
+    got = tg.grad(f)(a)
+    np.testing.assert_allclose(got, tg.grad(f_fresh)(a), rtol=1e-9, atol=1e-11)
+    # closed form of the slogdet part: d log det(a) / da = inv(a).T
+    only_logdet = tg.grad(lambda m: np.linalg.slogdet(m)[1] + 0.0 * np.sum(np.linalg.cholesky(m)))(a)
+    np.testing.assert_allclose(only_logdet, np.linalg.inv(a).T, rtol=1e-9, atol=1e-11)
+    small = 0.1 * a  # keeps det(a) finite
+    only_det = tg.grad(lambda m: np.linalg.det(m) + 0.0 * np.sum(np.linalg.cholesky(m)))(small)
+    np.testing.assert_allclose(only_det, np.linalg.det(small) * np.linalg.inv(small).T, rtol=1e-8)
+
+
+def test_a_matrix_that_is_not_symmetric_keeps_the_lu_route(inverses):
+    # cholesky reads the lower triangle only, so L L^T is not a: the factor must not be used.
+    a = spd(N)
+    a[0, 7] += 0.25
+
+    def f(m):
+        return np.linalg.slogdet(m)[1] + np.sum(np.linalg.cholesky(m) ** 2)
+
+    got = tg.grad(f)(a)
+    assert not inverses
+    cholesky_part = tg.grad(lambda m: np.sum(np.linalg.cholesky(m) ** 2))(a)
+    np.testing.assert_allclose(got, np.linalg.inv(a).T + cholesky_part, rtol=1e-9, atol=1e-11)
+
+
+def test_an_upper_factor_is_not_mistaken_for_a_lower_one(inverses):
+    a = spd(N)
+
+    def f(m):
+        upper = np.linalg.cholesky(m, upper=True)
+        return np.linalg.slogdet(m)[1] + np.sum(upper[0] ** 2)
+
+    got = tg.grad(f)(a)
+    assert not inverses  # a call with keywords is not remembered
+    fresh = tg.grad(lambda m: np.linalg.slogdet(m + 0.0)[1] + np.sum(np.linalg.cholesky(m, upper=True)[0] ** 2))(a)
+    np.testing.assert_allclose(got, fresh, rtol=1e-9, atol=1e-11)
+
+
+def test_jacobian_rows_equal_single_vjps():
+    a = spd(N)
+
+    def f(m):
+        lower = np.linalg.cholesky(m)
+        return np.stack([np.linalg.slogdet(m)[1], np.sum(lower[:, 0] ** 2), np.sum(lower[-1])])
+
+    jac = tg.jacobian(f)(a)
+    rows = np.stack([tg.vjp(f, a)[1](e)[0] for e in np.eye(3)])
+    np.testing.assert_array_equal(jac, rows)
+    fresh = tg.jacobian(lambda m: f(m) + 0.0 * np.linalg.slogdet(m + 0.0)[1])(a)
+    np.testing.assert_allclose(jac, fresh, rtol=1e-9, atol=1e-11)
+
+
+def test_float32_stays_float32():
+    a = spd(130, np.float32)  # 130 x 130 float32: large enough to be remembered
+
+    def f(m):
+        return np.linalg.slogdet(m)[1] + np.sum(np.linalg.cholesky(m)[:, 0])
+
+    got = tg.grad(f)(a)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, tg.grad(f)(a.astype(np.float64)), rtol=2e-3, atol=2e-4)
+
+
+def test_a_ufunc_call_with_keywords_is_not_remembered():
+    # cos(x, dtype=float32) is not cos(x): sin's VJP must not reuse it.
+    x = np.linspace(0.1, 1.0, 20_000)
+    got = tg.grad(lambda v: np.sum(np.sin(v)) + 0.0 * np.sum(np.cos(v, dtype=np.float32)))(x)
+    np.testing.assert_array_equal(got, np.cos(x))
