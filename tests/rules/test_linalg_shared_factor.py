@@ -145,7 +145,7 @@ def test_jacobian_rows_equal_single_vjps():
 
     jac = tg.jacobian(f)(a)
     rows = np.stack([tg.vjp(f, a)[1](e)[0] for e in np.eye(3)])
-    np.testing.assert_array_equal(jac, rows)
+    np.testing.assert_allclose(jac, rows, rtol=1e-12, atol=1e-15)
     fresh = tg.jacobian(lambda m: f(m) + 0.0 * np.linalg.slogdet(m + 0.0)[1])(a)
     np.testing.assert_allclose(jac, fresh, rtol=1e-9, atol=1e-11)
 
@@ -166,3 +166,42 @@ def test_a_ufunc_call_with_keywords_is_not_remembered():
     x = np.linspace(0.1, 1.0, 20_000)
     got = tg.grad(lambda v: np.sum(np.sin(v)) + 0.0 * np.sum(np.cos(v, dtype=np.float32)))(x)
     np.testing.assert_array_equal(got, np.cos(x))
+
+
+@pytest.mark.parametrize("rhs_shape", [(N,), (N, 3)])
+def test_solve_with_the_factored_matrix_uses_the_factor(monkeypatch, rhs_shape):
+    # solve(a, b) after cholesky(a): the VJPs solve with L twice instead of a new LU.
+    a, b = spd(N), RNG.standard_normal(rhs_shape)
+    solves = []
+    real = linalg_rules._blocked_tri_solve
+
+    def spy(t, rhs, lower):
+        solves.append(t.shape)
+        return real(t, rhs, lower)
+
+    monkeypatch.setattr(linalg_rules, "_blocked_tri_solve", spy)
+
+    def f(m, v):
+        return np.sum(np.linalg.solve(m, v) ** 2) + np.sum(np.linalg.cholesky(m)[:, 0])
+
+    def f_fresh(m, v):
+        return np.sum(np.linalg.solve(m + 0.0, v) ** 2) + np.sum(np.linalg.cholesky(m)[:, 0])
+
+    got = tg.grad(f, argnums=(0, 1))(a, b)
+    assert solves  # the factor was used
+    want = tg.grad(f_fresh, argnums=(0, 1))(a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-11)
+
+
+def test_solve_jacobian_rows_equal_single_vjps_with_the_factor():
+    a, b = spd(N), RNG.standard_normal(N)
+
+    def f(m):
+        return np.linalg.solve(m, b) + 0.0 * np.sum(np.linalg.cholesky(m))
+
+    jac = tg.jacobian(f)(a)
+    _, pullback = tg.vjp(f, a)
+    for i in (0, 37, N - 1):  # equal to rounding: a batch of columns is one blocked solve
+        np.testing.assert_allclose(jac[i], pullback(np.eye(N)[i])[0], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(jac[5], tg.jacobian(lambda m: np.linalg.solve(m, b))(a)[5], rtol=1e-9, atol=1e-12)

@@ -221,6 +221,18 @@ def _inverse_from_cholesky(a: Any) -> Any:
     costs about a third of an LU inverse, and the sweep computes ``inv(L)``
     once for every VJP that needs it (``slogdet``, ``det``, ``cholesky``).
     """
+    factor = _cholesky_of(a)
+    if factor is None:
+        return None
+    inv_low = shared(_lower_inverse, factor)
+    return swap_last(inv_low) @ inv_low
+
+
+def _cholesky_of(a: Any) -> Any:
+    """The lower factor ``L`` of ``np.linalg.cholesky(a)`` that the forward pass computed, when ``a = L L^T``.
+
+    That holds for an exactly symmetric ``a`` only: ``cholesky`` reads one triangle.
+    """
     if not _plain(a) or np.ndim(a) < 2 or np.iscomplexobj(a):
         return None
     factor = recalled(np.linalg.cholesky, a)  # remembered only for a call without keywords: lower
@@ -228,8 +240,7 @@ def _inverse_from_cholesky(a: Any) -> Any:
         return None
     if not np.array_equal(a, swap_last(a)):
         return None
-    inv_low = shared(_lower_inverse, factor)
-    return swap_last(inv_low) @ inv_low
+    return factor
 
 
 def tri_solve(t: Any, rhs: Any, lower: bool, trans: bool = False) -> Any:
@@ -340,10 +351,16 @@ def _solve_t(a, rhs, vector):
     For a single matrix ``a`` every right-hand side is folded into the columns
     of one solve (one factorisation) instead of one solve per batch row.  An
     exactly triangular plain ``a`` (``solve(L, y)`` after a Cholesky) takes a
-    triangular solve instead of a new LU factorisation.
+    triangular solve instead of a new LU factorisation, and so does an ``a``
+    whose Cholesky factor the forward pass computed (two solves with ``L``).
     """
     at = swap_last(a)
     two_d = np.ndim(a) == 2
+    factor = _cholesky_of(a) if _plain(rhs) else None
+    if factor is not None:  # a = L L^T is symmetric: solve(a.T, rhs) = L^-T (L^-1 rhs)
+        r = rhs[..., None] if vector else rhs
+        x = tri_solve(factor, tri_solve(factor, r, lower=True), lower=True, trans=True)
+        return x[..., 0] if vector else x
     triangle = _triangle(a) if _plain(rhs) else None
     if triangle is not None:
         # a.T is triangular of the other kind: solve with trans instead of transposing.
