@@ -14,7 +14,7 @@ import pytest
 import tapegrad as tg
 from tapegrad.lazy import broadcast_to
 from tapegrad.rules._util import negative_axes, unreduce
-from tapegrad.tape import Tape
+from tapegrad.tape import ARGS, INDEX, PARENTS, Tape, parent_runs, rule_of
 from tapegrad.testing import check_grads
 
 
@@ -87,13 +87,17 @@ def test_tracer_methods_and_refused_attributes():
     assert seen["flags"] is False
 
 
-def test_parents_are_indices_and_leave_gc_tracking():
+def test_nodes_are_tuples_of_plain_values_and_leave_gc_tracking():
+    # A long tape must not be walked over and over by the cyclic garbage collector:
+    # a node is a tuple of numbers, arrays and tuples, which a collection untracks.
     tape = Tape()
     x = tape.watch(np.ones(3))
     y = np.sin(x) * x
-    node = y._node
-    assert [p[2] for p in node.parents] == [node.index - 1, x._node.index]
-    gc.collect()  # untracks the inner tuples (numbers only) ...
-    gc.collect()  # ... and then the outer one, which now holds only untracked tuples
-    assert not any(gc.is_tracked(p) for p in node.parents)
-    assert not gc.is_tracked(node.parents)
+    node = tape.nodes[y._index]
+    assert type(node) is tuple
+    assert [p[2] for p in parent_runs(node[PARENTS])] == [node[INDEX] - 1, x._index]
+    assert rule_of(node).name == "numpy.multiply" and rule_of(tape.nodes[x._index]) is None
+    gc.collect(0)  # a young collection untracks args and parents (numbers and arrays) ...
+    assert not gc.is_tracked(node[PARENTS]) and not gc.is_tracked(node[ARGS])
+    gc.collect(1)  # ... and the next one the node, which now holds nothing trackable
+    assert not gc.is_tracked(node)

@@ -13,6 +13,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.errors import GradientDroppedError, TapeError, UnsupportedFunctionError
+from tapegrad.tape import ARGS, RULE
 
 
 def _digest(*arrays):
@@ -394,6 +395,6 @@ def test_private_tapes_release_their_values_and_refuse_a_second_request():
     x = sources[0][1]
     first = gradient_request(tape, [out], x, release=True)
     np.testing.assert_allclose(first[0], np.cos(1.0) + np.sin(1.0))
-    assert all(node.args is None for node in tape.nodes if node.rule is not None)
+    assert all(node[ARGS] is None for node in tape.nodes if node[RULE] is not None)
     with pytest.raises(TapeError, match="released"):
         gradient_request(tape, [out], x)

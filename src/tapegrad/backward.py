@@ -26,7 +26,8 @@ import numpy as np
 from .banded import BandedCotangent, plain
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
-from .tape import Node, Tape
+from .registry import RULE_TABLE
+from .tape import INDEX, N_OUT, Node, Tape, parent_runs, released
 from .tracer import Tracer
 
 __all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_root"]
@@ -153,7 +154,7 @@ class _Pending:
         return total
 
     def add(self, node: Node, out: int, g: Any) -> None:
-        idx = node.index
+        idx = node[INDEX]
         slots = self.slots
         if out < 0:
             prev = slots.get(idx)
@@ -161,7 +162,7 @@ class _Pending:
         else:
             outs = slots.get(idx)
             if outs is None:
-                outs = slots[idx] = [None] * node.n_out
+                outs = slots[idx] = [None] * node[N_OUT]
             prev = outs[out]
             outs[out] = g if prev is None else self._sum(prev, g)
 
@@ -169,15 +170,15 @@ class _Pending:
 _WHOLE = slice(None)
 
 
-def _scatter_into(cts: _Pending, node: Node, g: np.ndarray, batch: tuple) -> bool:
+def _scatter_into(cts: _Pending, rule: Any, args: tuple, parents: tuple, g: np.ndarray, batch: tuple) -> bool:
     """Add the cotangent of ``x[index]`` straight into ``x``'s accumulated cotangent.
 
     Returns ``False`` (nothing done) when the fast path does not apply: an
     advanced index, or dtypes that need the general path's casting.
     """
-    index = node.rule.scatter_index(node.args)
-    target = node.args[0]
-    (_, _, parent, out), = node.parents  # parent: the parent node's index
+    index = rule.scatter_index(args)
+    target = args[0]
+    _, _, parent, out = parents  # one traced argument; parent: the parent node's index
     if index is None or out >= 0 or g.dtype != target.dtype:
         return False
     if type(g) is BandedCotangent:
@@ -233,7 +234,7 @@ def backward(
     tape: Tape,
     roots: Sequence[tuple],
     seeds: Sequence[Any],
-    sources: Iterable[Node],
+    sources: Iterable[int],
     batch: tuple = (),
     stop: frozenset = frozenset(),
     release: bool = False,
@@ -244,12 +245,12 @@ def backward(
     ----------
     tape : Tape
         The tape whose nodes are walked.
-    roots : sequence of (Node, int)
-        The target values as (node, output index) pairs.
+    roots : sequence of (int, int)
+        The target values as (node index, output index) pairs.
     seeds : sequence of array_like
         One cotangent per root, shaped ``batch + root.shape``.
-    sources : iterable of Node
-        Nodes whose accumulated cotangent is wanted.
+    sources : iterable of int
+        Indices of the nodes whose accumulated cotangent is wanted.
     batch : tuple of int
         The leading batch shape that every cotangent carries.
     stop : frozenset of int
@@ -262,7 +263,7 @@ def backward(
     Returns
     -------
     dict
-        ``{node.index: cotangent}`` for each source reached.  Sources that no
+        ``{node index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
     with sweeping(tape):  # rules reuse the forward's remembered values (memo.remembered)
@@ -273,20 +274,20 @@ def _sweep(
     tape: Tape,
     roots: Sequence[tuple],
     seeds: Sequence[Any],
-    sources: Iterable[Node],
+    sources: Iterable[int],
     batch: tuple,
     stop: frozenset,
     release: bool,
 ) -> dict:
     cts = _Pending()
-    for (node, out), seed in zip(roots, seeds):
-        cts.add(node, out, seed)
+    nodes = tape.nodes
+    for (index, out), seed in zip(roots, seeds):
+        cts.add(nodes[index], out, seed)
     if not cts.slots:
         return {}
-    wanted = {n.index for n in sources}
+    wanted = set(sources)
     found: dict = {}
-    nodes = tape.nodes
-    start = max(node.index for node, _ in roots)
+    start = max(index for index, _ in roots)
     lowest = min(wanted) if wanted else 0
     unbatched = not batch
     # Bound once: this loop runs once per recorded call.
@@ -294,6 +295,7 @@ def _sweep(
     owned = cts.owned
     take = slots.pop
     accumulate = cts._sum
+    table = RULE_TABLE
     for idx in range(start, lowest - 1, -1):
         g = take(idx, None)
         if g is None:
@@ -307,30 +309,37 @@ def _sweep(
         node = nodes[idx]
         if idx in wanted:
             found[idx] = plain(g, fresh=True)
-        parents = node.parents
+        _, rule, args, kwargs, ans, parents, n_out = node
         if not parents or idx in stop:
             continue
-        rule = node.rule
+        rule = table[rule]
         # Banded batches reach only the rules that opt in (Rule.banded); the others
         # get the dense array the batch stands for (built once, read-only).
-        if node.n_out:
-            g = _fill_zeros(g, node.ans, batch)
+        if n_out:
+            g = _fill_zeros(g, ans, batch)
             if not rule.banded:
                 g = tuple(c.dense() if type(c) is BandedCotangent else c for c in g)
         elif type(g) is BandedCotangent and not rule.banded:
             g = g.dense()
-        args = node.args
         if (
             rule.scatter_index is not None
             and (type(g) is np.ndarray or type(g) is BandedCotangent)
-            and _scatter_into(cts, node, g, batch)
+            and _scatter_into(cts, rule, args, parents, g, batch)
         ):
+            if release:
+                nodes[idx] = released(node)
             continue
-        kwargs = node.kwargs
         vjps = rule.vjps
-        ans = node.ans
         seq_cts = None
-        for argnum, pos, parent, out in parents:
+        # parents is flat (see tape.Node): one run of four fields per traced argument.
+        n_fields = len(parents)
+        if n_fields == 4:
+            runs = (parents,)
+        elif n_fields == 8:
+            runs = (parents[:4], parents[4:])
+        else:
+            runs = parent_runs(parents)
+        for argnum, pos, parent, out in runs:
             if pos < 0:
                 if kwargs:
                     gi = vjps[argnum](g, ans, *args, **kwargs)
@@ -366,7 +375,7 @@ def _sweep(
             else:
                 cts.add(nodes[parent], out, gi)
         if release:
-            node.args = node.ans = node.kwargs = None
+            nodes[idx] = released(node)
     if release:
         tape.released = True
     return found

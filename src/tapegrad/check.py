@@ -46,6 +46,7 @@ from .errors import element_store_error
 from .graph import tape_to_dot, write_graph
 from .gradient_tape import GradientTape
 from .registry import function_name, lookup
+from .tape import INDEX, RULE, rule_of
 
 __all__ = ["CallRecord", "CheckReport", "check_function", "load_function", "random_inputs", "load_inputs", "run"]
 
@@ -260,23 +261,24 @@ class _Survey:
         finally:
             self.depth -= 1
             inside = self.tape.nodes[start:]
-            self.covered.update(n.index for n in inside)
+            self.covered.update(n[INDEX] for n in inside)
             if self.depth == 0 and rule is not None and rule.kind == "composite" and not rule.note:
                 rec = self.calls[rule.name]
                 if not rec.note:
-                    parts = dict.fromkeys(n.rule.name.replace("numpy.", "") for n in inside)
+                    parts = dict.fromkeys(rule_of(n).name.replace("numpy.", "") for n in inside if n[RULE] is not None)
                     rec.note = "recorded as " + ", ".join(parts) if parts else ""
 
     def finish(self) -> List[CallRecord]:
         """Add the primitives reached without the protocols (operators, indexing, custom primitives)."""
         calls = dict(self.calls)
         for node in self.tape.nodes:
-            if node.rule is None or node.index in self.covered:
+            rule = rule_of(node)
+            if rule is None or node[INDEX] in self.covered:
                 continue
-            name = _display_name(node.rule.name)
+            name = _display_name(rule.name)
             rec = calls.get(name)
             if rec is None:
-                rec = calls[name] = CallRecord(name, "primitive", 0, node.rule.note)
+                rec = calls[name] = CallRecord(name, "primitive", 0, rule.note)
             rec.count += 1
         order = {"unsupported": 0, "primitive": 1, "composite": 2, "constant": 3}
         return sorted(calls.values(), key=lambda c: (order.get(c.kind, 9), c.name))

@@ -18,7 +18,7 @@ from .errors import GradientDroppedError, NonDifferentiableArgumentError, Unsupp
 from .registry import (
     COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
 )
-from .tape import Node, Pruned
+from .tape import PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
 from .tracer import ROUTES, Tracer, strip
@@ -74,7 +74,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 raw[i] = strip(a)
             elif a._tape is tape:
                 raw[i] = a._value
-                parents.append((i, -1, a._node.index, a._out))
+                parents += (i, -1, a._index, a._out)
         elif (t is list or t is tuple) and a:
             if i < len(vjps) and vjps[i] is CONSTANT_ARG:
                 raw[i] = strip_all(a)
@@ -85,7 +85,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                     if elems is None:
                         elems = list(a)
                     elems[j] = e._value
-                    parents.append((i, j, e._node.index, e._out))
+                    parents += (i, j, e._index, e._out)
             if elems is not None:
                 raw[i] = elems if t is list else tuple(elems)
     raw = tuple(raw)
@@ -106,8 +106,8 @@ def _prune(rule: Rule, raw: tuple, ans: Any, parents: Any) -> tuple:
     """The values a node keeps: arguments and output its recorded VJPs read, else placeholders."""
     needs = rule.needs
     keep = set()
-    for p in parents:
-        keep.update(needs[p[0]])
+    for argnum in parents[::PARENT_FIELDS]:
+        keep.update(needs[argnum])
     stored = tuple(
         Pruned(a) if i not in keep and (type(a) is np.ndarray or type(a) is Tracer) else a
         for i, a in enumerate(raw)
@@ -135,14 +135,14 @@ def record_unary(rule: Rule, a: Any) -> Any:
     if type(ans) is np.ndarray and ans.dtype.kind in "fc":
         if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
             nodes = tape.nodes
-            node = Node(len(nodes), rule, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
-            nodes.append(node)
-            return Tracer(ans, node, tape)
-        return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
+            index = len(nodes)
+            nodes.append((index, rule.number, (raw,), None, ans, (0, -1, a._index, a._out), 0))
+            return Tracer(ans, index, tape)
+        return _append(rule, tape, (raw,), None, ans, (0, -1, a._index, a._out))
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
-        return _emit(rule, tape, (raw,), None, ans, [(0, -1, a._node.index, a._out)])
-    return _append(rule, tape, (raw,), None, ans, ((0, -1, a._node.index, a._out),))
+        return _emit(rule, tape, (raw,), None, ans, [0, -1, a._index, a._out])
+    return _append(rule, tape, (raw,), None, ans, (0, -1, a._index, a._out))
 
 
 def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) -> Any:
@@ -157,7 +157,7 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) 
     if type(value) is not Tracer:  # nothing to dispatch: skip a primitive wrapper's search for tracers
         fun = getattr(fun, UNTRACED, fun)
     ans = fun(*raw, **kwargs) if kwargs else fun(*raw)
-    parents = [(0, -1, a._node.index, a._out)]
+    parents = [0, -1, a._index, a._out]
     out = _emit(rule, a._tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if rule.returns_view:
         link_opaque_views(a, out)
@@ -174,21 +174,21 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
             tape_b = b._tape
             if tape_b is tape:
                 raw = (a._value, b._value)
-                parents = ((0, -1, a._node.index, a._out), (1, -1, b._node.index, b._out))
+                parents = (0, -1, a._index, a._out, 1, -1, b._index, b._out)
             elif tape_b.level > tape.level:
                 tape = tape_b
                 raw = (a, b._value)
-                parents = ((1, -1, b._node.index, b._out),)
+                parents = (1, -1, b._index, b._out)
             else:
                 raw = (a._value, b)
-                parents = ((0, -1, a._node.index, a._out),)
+                parents = (0, -1, a._index, a._out)
         else:
             raw = (a._value, b)
-            parents = ((0, -1, a._node.index, a._out),)
+            parents = (0, -1, a._index, a._out)
     elif type(b) is Tracer:
         tape = b._tape
         raw = (a, b._value)
-        parents = ((1, -1, b._node.index, b._out),)
+        parents = (1, -1, b._index, b._out)
     else:
         return rule.fun(a, b)
     ans = rule.fun(*raw)
@@ -197,9 +197,9 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     if type(ans) is np.ndarray and ans.dtype.kind in "fc":
         if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
             nodes = tape.nodes
-            node = Node(len(nodes), rule, raw, None, ans, parents)
-            nodes.append(node)
-            return Tracer(ans, node, tape)
+            index = len(nodes)
+            nodes.append((index, rule.number, raw, None, ans, parents, 0))
+            return Tracer(ans, index, tape)
         return _append(rule, tape, raw, None, ans, parents)
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
@@ -215,18 +215,18 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
     if not tape.recording or not parents:
         return ans
     vjps = rule.vjps
-    if None in vjps or parents[-1][0] >= len(vjps):
-        for p in parents:
-            if p[0] >= len(vjps) or vjps[p[0]] is None:
+    if None in vjps or parents[-PARENT_FIELDS] >= len(vjps):
+        for argnum in parents[::PARENT_FIELDS]:
+            if argnum >= len(vjps) or vjps[argnum] is None:
                 raise NonDifferentiableArgumentError(
-                    f"argument {p[0]} of {rule.name} carries no gradient in tapegrad, but a traced value "
+                    f"argument {argnum} of {rule.name} carries no gradient in tapegrad, but a traced value "
                     f"was passed there. Pass a constant (tapegrad.stop_gradient(x)) or register a rule."
                 )
     nodes = tape.nodes
     if isinstance(ans, (tuple, list)):
-        node = Node(len(nodes), rule, raw, kwargs or None, ans, tuple(parents), len(ans))
-        nodes.append(node)
-        outs = [Tracer(a, node, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
+        index = len(nodes)
+        nodes.append((index, rule.number, raw, kwargs or None, ans, tuple(parents), len(ans)))
+        outs = [Tracer(a, index, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
         if type(ans) is list:
             return outs
         if type(ans) is tuple:
@@ -257,12 +257,12 @@ def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: t
             tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
         if rule.needs is not None:
             stored, kept = _prune(rule, raw, ans, parents)
-            node = Node(len(nodes), rule, stored, kwargs, kept, parents)
-            nodes.append(node)
-            return Tracer(ans, node, tape)
-    node = Node(len(nodes), rule, raw, kwargs, ans, parents)
-    nodes.append(node)
-    return Tracer(ans, node, tape)
+            index = len(nodes)
+            nodes.append((index, rule.number, stored, kwargs, kept, parents, 0))
+            return Tracer(ans, index, tape)
+    index = len(nodes)
+    nodes.append((index, rule.number, raw, kwargs, ans, parents, 0))
+    return Tracer(ans, index, tape)
 
 
 def call_constant(fun: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

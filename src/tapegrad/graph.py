@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .requests import resolve
+from .tape import ANS, ARGS, INDEX, PARENT_FIELDS, PARENTS, RULE, parent_runs, rule_of
 
 __all__ = ["tape_to_dot", "write_graph", "render", "can_render", "node_label"]
 
@@ -84,15 +85,17 @@ def _shape_text(value: Any) -> str:
 
 def node_label(node: Any, name: Optional[str] = None) -> str:
     """The text of one box: function name (or source name) and output shape."""
-    if node.rule is None:
+    rule = rule_of(node)
+    if rule is None:
         title = name or "source"
     else:
-        title = _short_name(node.rule.name)
-        if title in ("getitem", "setitem") and len(node.args) > 1:
-            title += " " + _format_index(node.args[1])
+        title = _short_name(rule.name)
+        args = node[ARGS]
+        if title in ("getitem", "setitem") and args is not None and len(args) > 1:
+            title += " " + _format_index(args[1])
         if name:
             title = f"{name} = {title}"
-    return f"{title}\n{_shape_text(node.ans)}"
+    return f"{title}\n{_shape_text(node[ANS])}"
 
 
 def _quote(text: str) -> str:
@@ -113,7 +116,7 @@ def _named_nodes(values: Any, tape: Any) -> List[Tuple[str, Any]]:
     for name, v in items:
         t = resolve(v, tape)
         if t is not None:
-            out.append((str(name), t._node))
+            out.append((str(name), tape.nodes[t._index]))
     return out
 
 
@@ -123,14 +126,14 @@ def _reachable(start: Iterable[int], nodes: Sequence[Any], upward: bool) -> set:
     if upward:
         stack = list(seen)
         while stack:
-            for _, _, parent, _ in nodes[stack.pop()].parents:
+            for _, _, parent, _ in parent_runs(nodes[stack.pop()][PARENTS]):
                 if parent not in seen:
                     seen.add(parent)
                     stack.append(parent)
     else:  # nodes are in topological order: one forward pass suffices
         for node in nodes:
-            if any(p in seen for _, _, p, _ in node.parents):
-                seen.add(node.index)
+            if any(p in seen for _, _, p, _ in parent_runs(node[PARENTS])):
+                seen.add(node[INDEX])
     return seen
 
 
@@ -170,13 +173,13 @@ def tape_to_dot(
     target_nodes = _named_nodes(targets, tape)
     source_nodes = _named_nodes(sources, tape)
     if sources is None:
-        source_nodes = [("", n) for n in nodes if n.rule is None]
+        source_nodes = [("", n) for n in nodes if n[RULE] is None]
     names: Dict[int, str] = {}
     for name, node in source_nodes + target_nodes:
         if name:
-            names[node.index] = name
-    source_ids = {n.index for _, n in source_nodes}
-    target_ids = {n.index for _, n in target_nodes}
+            names[node[INDEX]] = name
+    source_ids = {n[INDEX] for _, n in source_nodes}
+    target_ids = {n[INDEX] for _, n in target_nodes}
     on_path = None
     if target_ids:
         on_path = _reachable(target_ids, nodes, upward=True)
@@ -188,7 +191,7 @@ def tape_to_dot(
     if title:
         lines.append(f"  labelloc=t; label={_quote(title)};")
     for node in nodes:
-        idx = node.index
+        idx = node[INDEX]
         if idx in target_ids:
             style = _TARGET_STYLE
         elif idx in source_ids:
@@ -199,15 +202,15 @@ def tape_to_dot(
             style = _CALL_STYLE
         lines.append(f"  n{idx} [label={_quote(node_label(node, names.get(idx)))}, {style}];")
     for node in nodes:
-        several = len(node.parents) > 1
-        for argnum, pos, parent, out in node.parents:
+        several = len(node[PARENTS]) > PARENT_FIELDS
+        for argnum, pos, parent, out in parent_runs(node[PARENTS]):
             tags = []
             if several:
                 tags.append(f"arg {argnum}" + (f"[{pos}]" if pos >= 0 else ""))
             if out >= 0:
                 tags.append(f"out {out}")
             attrs = f" [label={_quote(', '.join(tags))}]" if tags else ""
-            lines.append(f"  n{parent} -> n{node.index}{attrs};")
+            lines.append(f"  n{parent} -> n{node[INDEX]}{attrs};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

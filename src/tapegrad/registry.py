@@ -40,6 +40,7 @@ __all__ = [
     "RESOLVERS",
     "function_name",
     "CONSTANT_ARG",
+    "RULE_TABLE",
 ]
 
 #: A ``vjps`` entry for an argument that is non-differentiable by nature (a
@@ -50,6 +51,11 @@ CONSTANT_ARG = "constant-argument"
 PRIMITIVE = "primitive"
 COMPOSITE = "composite"
 CONSTANT = "constant"
+
+
+#: Every rule ever made, by its ``number``: a recorded node holds that number, not
+#: the rule, so that the node is a tuple of plain values (see tapegrad.tape).
+RULE_TABLE: list = []
 
 
 @dataclass(eq=False)
@@ -92,9 +98,13 @@ class Rule:
     banded: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
+    #: Position in RULE_TABLE.
+    number: int = field(init=False, default=-1)
 
     def __post_init__(self) -> None:
         self.simple = self.kind == PRIMITIVE and all(callable(v) for v in self.vjps)
+        self.number = len(RULE_TABLE)
+        RULE_TABLE.append(self)
 
 
 RULES: dict = {}

@@ -114,7 +114,7 @@ def _finish(xs: Sequence[Any], sources: Sequence[Optional[Tracer]], found: dict,
     for x, t in zip(xs, sources):
         g = None
         if t is not None:
-            g = found.get(t._node.index)
+            g = found.get(t._index)
             if g is not None and t._out >= 0:
                 g = g[t._out]
         if g is None:
@@ -168,14 +168,14 @@ def vjp_request(
         t = resolve(y, tape)
         if t is not None:
             seed = seed_for(seed, t._value)
-            roots.append((t._node, t._out))
+            roots.append((t._index, t._out))
             live_seeds.append(seed)
     sources = _source_nodes(tape, xs)
-    stop = frozenset(s._node.index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
-    nodes = [s._node for s in sources if s is not None]
+    stop = frozenset(s._index for s in (resolve(v, tape) for v in stop_gradients) if s is not None)
+    indices = [s._index for s in sources if s is not None]
     # Dask values: a NumPy fallback (compute into memory) during the sweep is an error.
     with guard_values(([t for t in sources if t is not None], live_seeds), refuse_compute=True):
-        found = backward(tape, roots, live_seeds, nodes, batch, stop, release)
+        found = backward(tape, roots, live_seeds, indices, batch, stop, release)
     return _finish(xs, sources, found, batch, unconnected)
 
 
@@ -255,13 +255,13 @@ def jacobian_request(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be a positive integer")
     step = size if chunk_size is None else int(chunk_size)
-    nodes = [s._node for s in sources if s is not None]
+    indices = [s._index for s in sources if s is not None]
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
         seed = basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_root(t._value))
         with guard_values((sources, t), refuse_compute=True):  # Dask: no fallback, no compute
-            found = backward(tape, [(t._node, t._out)], [seed], nodes, (stop - start,), release=release and stop == size)
+            found = backward(tape, [(t._index, t._out)], [seed], indices, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
         # A chunk of outputs that does not reach x contributes zero rows.
         pieces.append([(stop - start, r) for r in chunk])
@@ -313,7 +313,7 @@ def batch_jacobian_request(
         stop = min(size, start + step)
         basis = basis_rows(stop - start, size, start, row_shape, t.dtype, structured=False)
         seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
-        found = backward(tape, [(t._node, t._out)], [seed], [sources[0]._node], (stop - start,))
+        found = backward(tape, [(t._index, t._out)], [seed], [sources[0]._index], (stop - start,))
         (piece,) = _finish([x], sources, found, (stop - start,), "zero")
         pieces.append(piece)
     full = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)

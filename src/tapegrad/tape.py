@@ -1,6 +1,6 @@
 """The tape: nodes recorded in creation order, and tape levels for nesting.
 
-A :class:`Tape` is a list of :class:`Node` objects.  Nodes are appended as
+A :class:`Tape` is a list of nodes (tuples, see :data:`Node`).  Nodes are appended as
 calls happen, so the list is already in topological order and the backward
 sweep simply walks it from the end.  Each tape gets a *level* from a global
 counter when it starts recording; a tracer of a tape wraps a value that may
@@ -18,52 +18,56 @@ from typing import Any
 import numpy as np
 
 from .errors import TapeError
+from .registry import RULE_TABLE
 from .tracer import Tracer, as_source_value
 
-__all__ = ["Node", "Tape", "Pruned"]
+__all__ = ["Node", "Tape", "Pruned", "rule_of", "released", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "parent_runs"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)
 
 
-class Node:
-    """One recorded call.
+#: A recorded call is a plain tuple ``(index, rule, args, kwargs, ans, parents, n_out)``,
+#: read through these positions (or unpacked whole):
+#:
+#: * ``index``: position on the tape (creation order);
+#: * ``rule``: the number of the registry rule (``registry.RULE_TABLE``), ``None``
+#:   for a source (a watched value or a traced constant); see :func:`rule_of`;
+#: * ``args``, ``kwargs``: the call's raw arguments at this tape's level;
+#: * ``ans``: the raw output (a tuple for a function with several outputs);
+#: * ``parents``: one flat run of ``PARENT_FIELDS`` numbers per argument that was a
+#:   tracer of this tape, ``argnum, position, parent, out``: ``parent`` is the index
+#:   of the node that produced it, ``position`` the index inside a sequence argument
+#:   (``-1`` for a plain argument) and ``out`` the output of the parent that was used
+#:   (``-1`` for a single output);
+#: * ``n_out``: ``0`` for a single output, else the number of outputs.
+#:
+#: Why flat tuples of numbers and arrays rather than objects with attributes: the
+#: cyclic garbage collector stops tracking a tuple once a collection finds nothing
+#: trackable inside it.  A node's ``args`` and ``parents`` leave at the first
+#: collection they meet and the node at the next, so the collector does not walk a
+#: long tape again and again in its full collections (an object stays tracked for
+#: life, and nested tuples would take one collection per level).
+INDEX, RULE, ARGS, KWARGS, ANS, PARENTS, N_OUT = range(7)
+PARENT_FIELDS = 4
+Node = tuple
 
-    Attributes
-    ----------
-    index : int
-        Position on the tape (creation order).
-    rule : Rule or None
-        The registry rule; ``None`` for a source (a watched value).
-    args, kwargs : tuple, dict
-        The call's raw arguments at this tape's level.
-    ans : object
-        The raw output (a tuple for a function with several outputs).
-    parents : tuple of (argnum, position, parent, out)
-        Which arguments were tracers of this tape: ``parent`` is the index of
-        the node that produced the argument, ``position`` the index inside a
-        sequence argument (``-1`` for a plain argument) and ``out`` the output
-        of the parent node that was used (``-1`` for a single output).  Indices
-        rather than nodes: tuples of plain numbers leave the garbage collector's
-        tracking, so a long tape is not walked over and over by full collections.
-    n_out : int
-        ``0`` for a single output, else the number of outputs.
-    """
 
-    __slots__ = ("index", "rule", "args", "kwargs", "ans", "parents", "n_out")
+def rule_of(node: Node) -> Any:
+    """The :class:`~tapegrad.registry.Rule` that recorded ``node``, or ``None`` for a source."""
+    number = node[RULE]
+    return None if number is None else RULE_TABLE[number]
 
-    def __init__(self, index: int, rule: Any, args: tuple, kwargs: dict, ans: Any, parents: tuple, n_out: int = 0):
-        self.index = index
-        self.rule = rule
-        self.args = args
-        self.kwargs = kwargs
-        self.ans = ans
-        self.parents = parents
-        self.n_out = n_out
 
-    def __repr__(self) -> str:
-        name = self.rule.name if self.rule is not None else "source"
-        return f"<Node {self.index} {name}>"
+def parent_runs(parents: tuple) -> Any:
+    """``(argnum, position, parent, out)`` for each traced argument, from a node's flat ``parents``."""
+    fields = iter(parents)
+    return zip(fields, fields, fields, fields)
+
+
+def released(node: Node) -> Node:
+    """``node`` without its saved values (a sweep that will not come back frees them)."""
+    return (node[INDEX], node[RULE], None, None, None, node[PARENTS], node[N_OUT])
 
 
 class Pruned:
@@ -158,9 +162,9 @@ class Tape:
         raw, traceable = value
         if not traceable:
             return raw
-        node = Node(len(self.nodes), None, (), {}, raw, ())
-        self.nodes.append(node)
-        return Tracer(raw, node, self)
+        index = len(self.nodes)
+        self.nodes.append((index, None, (), None, raw, (), 0))
+        return Tracer(raw, index, self)
 
     def constant(self, value: Any) -> Any:
         """``value`` as a tracer of this tape that no cotangent flows out of.
@@ -169,9 +173,9 @@ class Tape:
         zero, but it must stay a tracer so that code filling it in place
         (``out = np.zeros_like(x); out[i] = x[i] ** 2``) records those writes.
         """
-        node = Node(len(self.nodes), None, (), {}, value, ())
-        self.nodes.append(node)
-        return Tracer(value, node, self)
+        index = len(self.nodes)
+        self.nodes.append((index, None, (), None, value, (), 0))
+        return Tracer(value, index, self)
 
     def __repr__(self) -> str:
         return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"

@@ -1,7 +1,7 @@
 """The tracer array: what enters the user's NumPy code in place of an ndarray.
 
 A :class:`Tracer` holds a raw value (an ndarray, a NumPy scalar, or a tracer
-of a lower tape level), the :class:`~tapegrad.tape.Node` that produced it, and
+of a lower tape level), the node (see :data:`tapegrad.tape.Node`) that produced it, and
 its tape.  NumPy hands every call on it to :meth:`Tracer.__array_ufunc__`
 (NEP 13) or :meth:`Tracer.__array_function__` (NEP 18); the Python operators,
 indexing and the ndarray-like methods route to the same registry.
@@ -154,13 +154,13 @@ class Tracer(NDArrayOperatorsMixin):
     ndarray under NumPy functions, ufuncs, operators and indexing.
     """
 
-    __slots__ = ("_value", "_node", "_tape", "_out", "_viewof", "_views", "_array", "__weakref__")
+    __slots__ = ("_value", "_index", "_tape", "_out", "_viewof", "_views", "_array", "__weakref__")
     # Make ndarray's binary operators defer to us even on older NumPy paths.
     __array_priority__ = 1000.0
 
-    def __init__(self, value: Any, node: Any, tape: Any, out: int = -1) -> None:
+    def __init__(self, value: Any, index: int, tape: Any, out: int = -1) -> None:
         self._value = value
-        self._node = node
+        self._index = index  # of the node on the tape (an index: a released node is replaced there)
         self._tape = tape
         self._out = out
         # _viewof / _views stay unset until slicing makes a view (read with getattr):

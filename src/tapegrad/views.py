@@ -103,7 +103,7 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
         # A 0-d array written in place stays an array (NumPy returns a scalar for the
         # arithmetic that computed the new value): later in-place updates must write too.
         target._array = True
-    target._value, target._node, target._out, target._tape = new._value, new._node, new._out, new._tape
+    target._value, target._index, target._out, target._tape = new._value, new._index, new._out, new._tape
     if viewof is not None:
         base = viewof[0]()
         if base is not None:

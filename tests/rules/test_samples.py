@@ -14,6 +14,7 @@ import pytest
 import tapegrad as tg
 from tapegrad.errors import TapegradError
 from tapegrad.registry import COMPOSITE, PRIMITIVE, RULES, function_name
+from tapegrad.tape import rule_of
 from tapegrad.testing import check_grads
 
 from .samples import FIRST_ORDER_SAMPLES, SAMPLES
@@ -134,7 +135,7 @@ def test_sample_goes_through_its_rule(fun, sample, monkeypatch):
         assert calls, f"the sample never dispatched the composite rule of {rule.name}"
     else:
         nodes = _trace(sample)
-        recorded = {n.rule.name for n in nodes if n.rule is not None}
-        assert any(n.rule is not None and n.rule.key is fun for n in nodes), (
+        recorded = {rule_of(n).name for n in nodes if rule_of(n) is not None}
+        assert any(rule_of(n) is not None and rule_of(n).key is fun for n in nodes), (
             f"no node of {rule.name} on the tape; recorded: {sorted(recorded)}"
         )
