@@ -27,7 +27,7 @@ from .banded import BandedCotangent, plain
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
 from .registry import RULE_TABLE
-from .tape import INDEX, N_OUT, Node, Tape, parent_runs, released
+from .tape import INDEX, N_OUT, Node, Tape, parent_runs
 from .tracer import Tracer
 
 __all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_root"]
@@ -309,10 +309,10 @@ def _sweep(
         node = nodes[idx]
         if idx in wanted:
             found[idx] = plain(g, fresh=True)
-        _, rule, args, kwargs, ans, parents, n_out = node
+        _, number, args, kwargs, ans, parents, n_out = node
         if not parents or idx in stop:
             continue
-        rule = table[rule]
+        rule = table[number]
         # Banded batches reach only the rules that opt in (Rule.banded); the others
         # get the dense array the batch stands for (built once, read-only).
         if n_out:
@@ -326,8 +326,8 @@ def _sweep(
             and (type(g) is np.ndarray or type(g) is BandedCotangent)
             and _scatter_into(cts, rule, args, parents, g, batch)
         ):
-            if release:
-                nodes[idx] = released(node)
+            if release:  # the node without its saved values
+                nodes[idx] = (idx, number, None, None, None, parents, n_out)
             continue
         vjps = rule.vjps
         seq_cts = None
@@ -341,8 +341,8 @@ def _sweep(
             runs = parent_runs(parents)
         for argnum, pos, parent, out in runs:
             if pos < 0:
-                if kwargs:
-                    gi = vjps[argnum](g, ans, *args, **kwargs)
+                if kwargs:  # (name, value) pairs (see tape.Node)
+                    gi = vjps[argnum](g, ans, *args, **dict(kwargs))
                 elif len(args) == 2:  # most calls: a direct call, no argument tuple to build
                     gi = vjps[argnum](g, ans, args[0], args[1])
                 else:
@@ -353,7 +353,7 @@ def _sweep(
                     seq_cts = {}
                 per_element = seq_cts.get(argnum)
                 if per_element is None:
-                    per_element = vjps[argnum](g, ans, *args, **kwargs) if kwargs else vjps[argnum](g, ans, *args)
+                    per_element = vjps[argnum](g, ans, *args, **dict(kwargs)) if kwargs else vjps[argnum](g, ans, *args)
                     seq_cts[argnum] = per_element
                 gi = per_element[pos]
                 target = args[argnum][pos]
@@ -375,7 +375,7 @@ def _sweep(
             else:
                 cts.add(nodes[parent], out, gi)
         if release:
-            nodes[idx] = released(node)
+            nodes[idx] = (idx, number, None, None, None, parents, n_out)
     if release:
         tape.released = True
     return found

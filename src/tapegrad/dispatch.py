@@ -225,7 +225,7 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
     nodes = tape.nodes
     if isinstance(ans, (tuple, list)):
         index = len(nodes)
-        nodes.append((index, rule.number, raw, kwargs or None, ans, tuple(parents), len(ans)))
+        nodes.append((index, rule.number, raw, _stored_kwargs(kwargs), ans, tuple(parents), len(ans)))
         outs = [Tracer(a, index, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
         if type(ans) is list:
             return outs
@@ -241,7 +241,16 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
                 "floating-point dtype first."
             )
         return ans
-    return _append(rule, tape, raw, kwargs or None, ans, tuple(parents), remember)
+    return _append(rule, tape, raw, _stored_kwargs(kwargs), ans, tuple(parents), remember)
+
+
+def _stored_kwargs(kwargs: Any) -> Any:
+    """Keywords as a node keeps them: ``(name, value)`` pairs, or ``None``.
+
+    A tuple, not a dict: the garbage collector never untracks a tuple that holds a
+    dict (see :data:`tapegrad.tape.Node`).
+    """
+    return tuple(kwargs.items()) if kwargs else None
 
 
 def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: tuple, remember: bool = True) -> Any:

@@ -21,7 +21,7 @@ from .errors import TapeError
 from .registry import RULE_TABLE
 from .tracer import Tracer, as_source_value
 
-__all__ = ["Node", "Tape", "Pruned", "rule_of", "released", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "parent_runs"]
+__all__ = ["Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "parent_runs"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)
@@ -33,7 +33,8 @@ _levels = itertools.count(1)
 #: * ``index``: position on the tape (creation order);
 #: * ``rule``: the number of the registry rule (``registry.RULE_TABLE``), ``None``
 #:   for a source (a watched value or a traced constant); see :func:`rule_of`;
-#: * ``args``, ``kwargs``: the call's raw arguments at this tape's level;
+#: * ``args``, ``kwargs``: the call's raw arguments at this tape's level (``kwargs`` as
+#:   ``(name, value)`` pairs, or ``None``);
 #: * ``ans``: the raw output (a tuple for a function with several outputs);
 #: * ``parents``: one flat run of ``PARENT_FIELDS`` numbers per argument that was a
 #:   tracer of this tape, ``argnum, position, parent, out``: ``parent`` is the index
@@ -44,10 +45,12 @@ _levels = itertools.count(1)
 #:
 #: Why flat tuples of numbers and arrays rather than objects with attributes: the
 #: cyclic garbage collector stops tracking a tuple once a collection finds nothing
-#: trackable inside it.  A node's ``args`` and ``parents`` leave at the first
-#: collection they meet and the node at the next, so the collector does not walk a
-#: long tape again and again in its full collections (an object stays tracked for
-#: life, and nested tuples would take one collection per level).
+#: trackable inside it (numbers, arrays, strings, untracked tuples; a dict, a slice
+#: or any other object keeps it tracked, so the node of a basic index ``x[1:]``
+#: stays).  A node's ``args`` and ``parents`` leave at the first collection they
+#: meet and the node at the next, so the collector does not walk a long tape again
+#: and again in its full collections (an object stays tracked for life, and nested
+#: tuples would take one collection per level).
 INDEX, RULE, ARGS, KWARGS, ANS, PARENTS, N_OUT = range(7)
 PARENT_FIELDS = 4
 Node = tuple
@@ -63,11 +66,6 @@ def parent_runs(parents: tuple) -> Any:
     """``(argnum, position, parent, out)`` for each traced argument, from a node's flat ``parents``."""
     fields = iter(parents)
     return zip(fields, fields, fields, fields)
-
-
-def released(node: Node) -> Node:
-    """``node`` without its saved values (a sweep that will not come back frees them)."""
-    return (node[INDEX], node[RULE], None, None, None, node[PARENTS], node[N_OUT])
 
 
 class Pruned:
