@@ -101,3 +101,27 @@ def test_nodes_are_tuples_of_plain_values_and_leave_gc_tracking():
     assert not gc.is_tracked(node[PARENTS]) and not gc.is_tracked(node[ARGS])
     gc.collect(1)  # ... and the next one the node, which now holds nothing trackable
     assert not gc.is_tracked(node)
+
+
+def test_python_float_operands_give_numpys_bits_and_keep_float32():
+    # x * 0.5 on a float64 value runs with a cached 0-d float64 array (Rule.scalar_operands):
+    # the same numbers as NumPy with the Python float, first and second order.
+    x = np.array([0.3, -1.7, 2.9, 1e-300, np.inf])
+
+    def f(v):
+        return np.sum(np.sin(v) * 1.01 + v * 0.5 - 0.25 / (v + 3.0) + 2.0 ** np.minimum(v, 1.0))
+
+    def f_strong(v):  # the same constants as NumPy scalars (never converted)
+        c = np.float64
+        return np.sum(np.sin(v) * c(1.01) + v * c(0.5) - c(0.25) / (v + c(3.0)) + c(2.0) ** np.minimum(v, c(1.0)))
+
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(tg.grad(f)(x), tg.grad(f_strong)(x))
+        np.testing.assert_array_equal(tg.hessian(f)(x[:3]), tg.hessian(f_strong)(x[:3]))
+        assert tg.grad(f)(x.astype(np.float32)).dtype == np.float32
+    from tapegrad import dispatch
+
+    assert 0.5 in dispatch._ARRAY_SCALARS and 1.01 in dispatch._ARRAY_SCALARS  # the fast path ran
+    traced, _ = tg.vjp(lambda v: v * 0.1 + 0.7, x[:3])
+    np.testing.assert_array_equal(traced, x[:3] * 0.1 + 0.7)
+    check_grads(f, [x[:3]], order=2)

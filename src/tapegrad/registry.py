@@ -96,6 +96,10 @@ class Rule:
     #: tapegrad's own element-wise, slicing and summing rules opt into.  Every other
     #: rule (and every user rule) receives plain arrays.
     banded: bool = False
+    #: The forward call and VJPs take a 0-d float64 array where the program passed a
+    #: Python float next to a float64 array (``x * 0.5``): the same numbers, without
+    #: NumPy converting the float on every call.  tapegrad's ufunc rules opt in.
+    scalar_operands: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.

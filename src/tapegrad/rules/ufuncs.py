@@ -52,7 +52,10 @@ def defufunc(ufunc, *vjps, note="", remember=False, needs=None):
     """
     # Element-wise derivatives scale the cotangent (or select from it): they keep the
     # sweep's banded batches banded, so they opt in (see Rule.banded).
-    return defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True)
+    defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True)
+    # They also take a constant operand as a 0-d array (see Rule.scalar_operands).
+    RULES[ufunc].scalar_operands = True
+    return ufunc
 
 
 def _is_const_scalar(v: object) -> bool:
