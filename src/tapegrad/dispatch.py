@@ -157,8 +157,24 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) 
     if type(value) is not Tracer:  # nothing to dispatch: skip a primitive wrapper's search for tracers
         fun = getattr(fun, UNTRACED, fun)
     ans = fun(*raw, **kwargs) if kwargs else fun(*raw)
-    parents = [0, -1, a._index, a._out]
-    out = _emit(rule, a._tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
+    tape = a._tape
+    if (
+        type(ans) is np.ndarray
+        and ans.nbytes <= PRUNE_BYTES
+        and ans.dtype.kind in "fc"
+        and tape.recording
+        and rule.vjps
+        and callable(rule.vjps[0])
+    ):
+        # _emit's common case inline (a small float output; W7 records 4000 of them):
+        # nothing to prune or remember, and argument 0 has a VJP.
+        index = len(tape.nodes)
+        stored = _stored_kwargs(kwargs) if rule.pass_kwargs else None
+        tape.nodes.append((index, rule.number, raw, stored, ans, (0, -1, a._index, a._out), 0))
+        out = Tracer(ans, index, tape)
+    else:
+        parents = [0, -1, a._index, a._out]
+        out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if rule.returns_view:
         link_opaque_views(a, out)
     return out
