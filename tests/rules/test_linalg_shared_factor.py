@@ -205,3 +205,28 @@ def test_solve_jacobian_rows_equal_single_vjps_with_the_factor():
     for i in (0, 37, N - 1):  # equal to rounding: a batch of columns is one blocked solve
         np.testing.assert_allclose(jac[i], pullback(np.eye(N)[i])[0], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(jac[5], tg.jacobian(lambda m: np.linalg.solve(m, b))(a)[5], rtol=1e-9, atol=1e-12)
+
+
+def test_stacked_matrices_reuse_their_factors_and_match_the_lu_route(inverses):
+    a = np.stack([spd(N) for _ in range(3)])
+    b = RNG.standard_normal((3, N, 2))
+
+    def f(m, fresh=False):
+        lower = np.linalg.cholesky(m)
+        other = m + 0.0 if fresh else m
+        return (np.sum(np.linalg.slogdet(other)[1]) + np.sum(np.linalg.solve(other, b) ** 2)
+                + np.sum(lower[..., 0] ** 2))
+
+    got = tg.grad(f)(a)
+    assert inverses and inverses[0] == (3, N, N)
+    np.testing.assert_allclose(got, tg.grad(lambda m: f(m, True))(a), rtol=1e-9, atol=1e-11)
+
+
+def test_nan_in_the_matrix_keeps_the_lu_route(inverses):
+    # NaN != NaN: the symmetry check fails, so the factor is never trusted.
+    a = spd(N)
+    a[3, 3] = np.nan
+    with np.errstate(invalid="ignore"):  # NumPy's cholesky returns NaNs here, it does not raise
+        got = tg.grad(lambda m: np.linalg.slogdet(m)[1] + np.sum(np.linalg.cholesky(m)))(a)
+    assert not inverses
+    assert np.isnan(got).any()
