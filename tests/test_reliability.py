@@ -398,3 +398,23 @@ def test_private_tapes_release_their_values_and_refuse_a_second_request():
     assert all(node[ARGS] is None for node in tape.nodes if node[RULE] is not None)
     with pytest.raises(TapeError, match="released"):
         gradient_request(tape, [out], x)
+
+
+def test_rules_made_on_several_threads_keep_distinct_numbers():
+    # A node holds its rule's number (tape.Node): two rules sharing one would swap VJPs.
+    from tapegrad.registry import PRIMITIVE, RULE_TABLE, Rule
+
+    made = []
+
+    def make():
+        for _ in range(300):
+            made.append(Rule(object(), PRIMITIVE, abs))
+
+    threads = [threading.Thread(target=make) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.number for r in made}) == len(made) == 1800
+    assert all(RULE_TABLE[r.number] is r for r in made)
+    assert all(RULE_TABLE[rule.number] is rule for rule in tg.registry.RULES.values())

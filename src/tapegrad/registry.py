@@ -23,6 +23,7 @@ function object itself (``np.sum``), by a ufunc (``np.sin``, meaning its
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -56,6 +57,7 @@ CONSTANT = "constant"
 #: Every rule ever made, by its ``number``: a recorded node holds that number, not
 #: the rule, so that the node is a tuple of plain values (see tapegrad.tape).
 RULE_TABLE: list = []
+_TABLE_LOCK = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -107,8 +109,9 @@ class Rule:
 
     def __post_init__(self) -> None:
         self.simple = self.kind == PRIMITIVE and all(callable(v) for v in self.vjps)
-        self.number = len(RULE_TABLE)
-        RULE_TABLE.append(self)
+        with _TABLE_LOCK:  # resolvers may make rules from several threads at once
+            self.number = len(RULE_TABLE)
+            RULE_TABLE.append(self)
 
 
 RULES: dict = {}
