@@ -128,7 +128,9 @@ defufunc(
 # --------------------------------------------------------------- trigonometric
 # np.asin, np.acos, np.atan, np.atan2, np.asinh, ... are the same ufunc objects.
 defufunc(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True, needs=((0,),))
-defufunc(np.cos, lambda g, ans, x: g * -remembered(np.sin, x), remember=True, needs=((0,),))
+# -g first: inside a traced gradient g is often plain, so negating it records nothing
+# (negating sin(x) would be one more recorded pass over x, and one more VJP).
+defufunc(np.cos, lambda g, ans, x: -g * remembered(np.sin, x), remember=True, needs=((0,),))
 defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1), needs=((-1,),))
 defufunc(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
 defufunc(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
