@@ -73,16 +73,12 @@ def shared(derive: Any, x: Any) -> Any:
     Keyed by the identity of ``x``, which the entry holds so that the id stays
     unique for the sweep.  Outside a sweep this is just ``derive(x)``.
     """
-    stack = _MEMOS.stack
-    if not stack:
-        return derive(x)
-    memo = stack[-1]
-    key = (derive, id(x))
-    hit = memo.get(key)
-    if hit is not None and hit[0] is x:
-        return hit[1]
-    value = derive(x)
-    memo[key] = (x, value)
+    value = shared_so_far(derive, x)
+    if value is None:
+        value = derive(x)
+        stack = _MEMOS.stack
+        if stack:
+            stack[-1][(derive, id(x))] = (x, value)
     return value
 
 

@@ -205,11 +205,8 @@ def _tri_inverse(t: np.ndarray, lower: bool) -> np.ndarray:
 
 
 def _lower_inverse(t: np.ndarray) -> np.ndarray:
+    """``inv(t)`` of a lower factor: the key under which a sweep shares it (memo.shared)."""
     return _tri_inverse(t, lower=True)
-
-
-def _upper_inverse(t: np.ndarray) -> np.ndarray:
-    return _tri_inverse(t, lower=False)
 
 
 def _inverse_from_cholesky(a: Any) -> Any:
@@ -483,12 +480,12 @@ def _cholesky_vjp(g, ans, a, upper=False):
     # dL = L phi(L^-1 dA L^-T), phi = lower triangle with half diagonal (self-adjoint).
     p = (swap_last(low) @ g_low) * _half_tri(n, True, _real_dtype(a))
     # inv(L) when a slogdet(a) / det(a) VJP of this sweep has formed it already
-    # (_inverse_from_cholesky): two products.  Otherwise two triangular solves
-    # (as fast as forming inv(L) and multiplying).
-    inv_factor = shared_so_far(_upper_inverse if upper else _lower_inverse, ans)
-    if inv_factor is not None and _plain(p):
-        inv_low = swap_last(inv_factor) if upper else inv_factor
-        return _tri_cotangent(swap_last(inv_low) @ p @ inv_low, not upper)
+    # (_inverse_from_cholesky; it meets lower factors only, as upper=True is a call
+    # with a keyword, never remembered): two products.  Otherwise two triangular
+    # solves (as fast as forming inv(L) and multiplying).
+    inv_low = None if upper else shared_so_far(_lower_inverse, ans)
+    if inv_low is not None and _plain(p):
+        return _tri_cotangent(swap_last(inv_low) @ p @ inv_low, True)
     left = tri_solve(low, p, lower=True, trans=True)
     return _tri_cotangent(swap_last(tri_solve(low, swap_last(left), lower=True, trans=True)), not upper)
 
