@@ -27,7 +27,7 @@ from .banded import BandedCotangent, plain
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
 from .registry import RULE_TABLE
-from .tape import INDEX, N_OUT, Node, Tape, parent_runs
+from .tape import FITTED, INDEX, N_OUT, RELEASED, Node, Tape, parent_runs
 from .tracer import Tracer
 
 __all__ = ["backward", "fit_cotangent", "basis_rows", "as_seed", "seed_for", "plain_root"]
@@ -132,26 +132,32 @@ class _Pending:
     seed, a rule's output that may alias its input or another cotangent) is
     only read.  That saves an allocation per extra use of a value, which
     matters for the large batched cotangents of Jacobians and Hessians.
+
+    Ownership is kept per slot (a node index, or ``(index, output)`` for a
+    node with several outputs), not per array: the sweep takes each slot once
+    and never writes to it again (parents come before their children on the
+    tape), so a taken slot needs no bookkeeping, which saves work on every node.
     """
 
     __slots__ = ("slots", "owned")
 
     def __init__(self) -> None:
         self.slots: dict = {}
-        self.owned: dict = {}  # id -> array; holding the array keeps its id unique
+        self.owned: set = set()  # slots holding a sum that only this sweep references
 
-    def _sum(self, prev: Any, g: Any) -> Any:
+    def _sum(self, key: Any, prev: Any, g: Any) -> Any:
         owned = self.owned
-        if id(prev) in owned and (type(g) is np.ndarray or type(g) is BandedCotangent):
+        if key in owned and (type(g) is np.ndarray or type(g) is BandedCotangent):
             if g.shape == prev.shape and g.dtype == prev.dtype:
                 if type(g) is BandedCotangent:
                     return g.add_into(prev)
                 np.add(prev, g, out=prev)
                 return prev
         total = prev + g
-        owned.pop(id(prev), None)
         if type(total) is np.ndarray:
-            owned[id(total)] = total
+            owned.add(key)
+        else:
+            owned.discard(key)
         return total
 
     def add(self, node: Node, out: int, g: Any) -> None:
@@ -159,13 +165,13 @@ class _Pending:
         slots = self.slots
         if out < 0:
             prev = slots.get(idx)
-            slots[idx] = g if prev is None else self._sum(prev, g)
+            slots[idx] = g if prev is None else self._sum(idx, prev, g)
         else:
             outs = slots.get(idx)
             if outs is None:
                 outs = slots[idx] = [None] * node[N_OUT]
             prev = outs[out]
-            outs[out] = g if prev is None else self._sum(prev, g)
+            outs[out] = g if prev is None else self._sum((idx, out), prev, g)
 
 
 _WHOLE = slice(None)
@@ -191,17 +197,17 @@ def _scatter_into(cts: _Pending, rule: Any, args: tuple, parents: tuple, g: np.n
     if all(i is None or i is Ellipsis or i == _WHOLE for i in index):
         # x[None, :], x[..., None]: the read took every element, so the cotangent is g reshaped.
         g = g.reshape(batch + target.shape)
-        slots[parent] = g if prev is None else cts._sum(prev, g)
+        slots[parent] = g if prev is None else cts._sum(parent, prev, g)
         return True
     where = (slice(None),) * len(batch) + index
-    if prev is not None and id(prev) in owned and prev.shape == batch + target.shape:
+    if prev is not None and parent in owned and prev.shape == batch + target.shape:
         prev[where] += g
         return True
     buf = np.zeros(batch + target.shape, dtype=g.dtype)
     buf[where] = g
     if prev is not None:
         buf += prev  # prev broadcasts to the full shape (fit_cotangent made it so)
-    owned[id(buf)] = buf
+    owned.add(parent)
     slots[parent] = buf
     return True
 
@@ -216,7 +222,7 @@ def _scatter_banded(cts: _Pending, parent: int, g: BandedCotangent, index: tuple
     if prev is None:
         slots[parent] = shifted
     elif type(prev) is BandedCotangent or type(prev) is np.ndarray:
-        slots[parent] = cts._sum(prev, shifted)
+        slots[parent] = cts._sum(parent, prev, shifted)
     else:
         return False  # a traced cotangent (higher order): the sum must be recorded
     return True
@@ -293,7 +299,6 @@ def _sweep(
     unbatched = not batch
     # Bound once: this loop runs once per recorded call.
     slots = cts.slots
-    owned = cts.owned
     take = slots.pop
     accumulate = cts._sum
     table = RULE_TABLE
@@ -301,12 +306,6 @@ def _sweep(
         g = take(idx, None)
         if g is None:
             continue
-        if owned:
-            if type(g) is list:
-                for item in g:
-                    owned.pop(id(item), None)
-            else:
-                owned.pop(id(g), None)
         node = nodes[idx]
         if idx in wanted:
             found[idx] = plain(g, fresh=True)
@@ -327,8 +326,8 @@ def _sweep(
             and (type(g) is np.ndarray or type(g) is BandedCotangent)
             and _scatter_into(cts, rule, args, parents, g, batch)
         ):
-            if release:  # the node without its saved values
-                nodes[idx] = (idx, number, None, None, None, parents, n_out)
+            if release:  # the node's saved values are freed now
+                nodes[idx] = RELEASED
             continue
         vjps = rule.vjps
         seq_cts = None
@@ -348,7 +347,6 @@ def _sweep(
                     gi = vjps[argnum](g, ans, args[0], args[1])
                 else:
                     gi = vjps[argnum](g, ans, *args)
-                target = args[argnum]
             else:
                 if seq_cts is None:
                     seq_cts = {}
@@ -357,26 +355,27 @@ def _sweep(
                     per_element = vjps[argnum](g, ans, *args, **dict(kwargs)) if kwargs else vjps[argnum](g, ans, *args)
                     seq_cts[argnum] = per_element
                 gi = per_element[pos]
-                target = args[argnum][pos]
             if gi is None:
                 continue
-            # Fast path: a cotangent that already has the target's shape and dtype
-            # (builtin dtypes are singletons: ``is`` settles most comparisons).
-            try:
-                fits = (gi.shape == target.shape if unbatched else gi.shape == batch + target.shape) and (
-                    gi.dtype is target.dtype or gi.dtype == target.dtype
-                )
-            except AttributeError:  # a rule returned a Python scalar
-                fits = False
-            if not fits:
-                gi = fit_cotangent(gi, target, batch)
+            if pos != FITTED:  # FITTED: the recorder knows this cotangent fits (see tape.FITTED)
+                target = args[argnum] if pos < 0 else args[argnum][pos]
+                # Fast path: a cotangent that already has the target's shape and dtype
+                # (builtin dtypes are singletons: ``is`` settles most comparisons).
+                try:
+                    fits = (gi.shape == target.shape if unbatched else gi.shape == batch + target.shape) and (
+                        gi.dtype is target.dtype or gi.dtype == target.dtype
+                    )
+                except AttributeError:  # a rule returned a Python scalar
+                    fits = False
+                if not fits:
+                    gi = fit_cotangent(gi, target, batch)
             if out < 0:
                 prev = slots.get(parent)
-                slots[parent] = gi if prev is None else accumulate(prev, gi)
+                slots[parent] = gi if prev is None else accumulate(parent, prev, gi)
             else:
                 cts.add(nodes[parent], out, gi)
         if release:
-            nodes[idx] = (idx, number, None, None, None, parents, n_out)
+            nodes[idx] = RELEASED
     if release:
         tape.released = True
     return found

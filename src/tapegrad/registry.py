@@ -102,6 +102,13 @@ class Rule:
     #: Python float next to a float64 array (``x * 0.5``): the same numbers, without
     #: NumPy converting the float on every call.  tapegrad's ufunc rules opt in.
     scalar_operands: bool = False
+    #: A one-output ufunc whose VJPs are element-wise expressions of the cotangent and
+    #: the operands: given an operand of the output's shape and dtype, its VJP returns
+    #: exactly the cotangent's shape and dtype.  The recorder marks such float64 operands
+    #: (``tape.FITTED``) and the sweep then skips checking their cotangent's fit (a
+    #: sixth of a small call's sweep cost).  tapegrad's own arithmetic and elementary
+    #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.
+    elementwise: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.

@@ -21,7 +21,7 @@ from .errors import TapeError
 from .registry import RULE_TABLE
 from .tracer import Tracer, as_source_value
 
-__all__ = ["Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "parent_runs"]
+__all__ = ["Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "FITTED", "RELEASED", "parent_runs"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)
@@ -39,7 +39,8 @@ _levels = itertools.count(1)
 #: * ``parents``: one flat run of ``PARENT_FIELDS`` numbers per argument that was a
 #:   tracer of this tape, ``argnum, position, parent, out``: ``parent`` is the index
 #:   of the node that produced it, ``position`` the index inside a sequence argument
-#:   (``-1`` for a plain argument) and ``out`` the output of the parent that was used
+#:   (``-1`` for a plain argument, :data:`FITTED` for a plain argument whose cotangent
+#:   is known to need no fitting) and ``out`` the output of the parent that was used
 #:   (``-1`` for a single output);
 #: * ``n_out``: ``0`` for a single output, else the number of outputs.
 #:
@@ -54,6 +55,15 @@ _levels = itertools.count(1)
 INDEX, RULE, ARGS, KWARGS, ANS, PARENTS, N_OUT = range(7)
 PARENT_FIELDS = 4
 Node = tuple
+
+#: The ``position`` of a float64 argument with the output's shape and dtype, passed to
+#: a rule with element-wise VJPs (:attr:`~tapegrad.registry.Rule.elementwise`): its
+#: VJP returns a cotangent that already fits it, so the sweep skips that check.
+FITTED = -2
+
+#: What a sweep that releases its tape leaves in place of each node it has done with:
+#: such a tape is never swept or drawn again (see ``Tape.released``).
+RELEASED: Node = (-1, None, None, None, None, (), 0)
 
 
 def rule_of(node: Node) -> Any:

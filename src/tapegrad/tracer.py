@@ -49,7 +49,7 @@ class _Routes:
     """
 
     __slots__ = (
-        "ufunc", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
+        "ufunc", "ufunc_call1", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
         "write_inplace", "link_view",
     )
 
@@ -168,7 +168,10 @@ class Tracer(NDArrayOperatorsMixin):
 
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
+        if kwargs or len(inputs) != 1 or method != "__call__":
+            out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
+        else:  # np.sin(x), the commonest call: a route without the general one's checks
+            out = ROUTES.ufunc_call1(ufunc, self)
         return out if type(out) is Tracer else _typed(self, out)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:

@@ -43,19 +43,31 @@ _LN10 = math.log(10.0)
 _DEG = math.pi / 180.0
 
 
-def defufunc(ufunc, *vjps, note="", remember=False, needs=None):
+def defufunc(ufunc, *vjps, note="", remember=False, needs=None, elementwise=False):
     """``defvjp`` for a ufunc whose VJPs ignore the call's keyword arguments.
 
     Ufunc keywords (``dtype=``, ``casting=``, ``order=``) do not change the
     derivative (the driver casts the cotangent); ``out=`` and ``where=`` are
-    rejected by the dispatcher before a rule runs.
+    rejected by the dispatcher before a rule runs.  ``elementwise=True`` declares
+    what :attr:`~tapegrad.registry.Rule.elementwise` says.
     """
     # Element-wise derivatives scale the cotangent (or select from it): they keep the
     # sweep's banded batches banded, so they opt in (see Rule.banded).
     defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True)
     # They also take a constant operand as a 0-d array (see Rule.scalar_operands).
     RULES[ufunc].scalar_operands = True
+    RULES[ufunc].elementwise = elementwise
     return ufunc
+
+
+def _core(ufunc, *vjps, **options):
+    """:func:`defufunc` for this module's NumPy ufuncs: each one-output rule here is element-wise.
+
+    Their VJPs are expressions of ``g`` and the operands, computed element by
+    element with Python-float constants (tests/rules/test_elementwise_rules.py
+    checks every rule marked).
+    """
+    return defufunc(ufunc, *vjps, elementwise=ufunc.nout == 1, **options)
 
 
 def _is_const_scalar(v: object) -> bool:
@@ -71,15 +83,15 @@ def _nonzero(a):
 # Constant factors go onto the cotangent first, ``(g * 2) * x`` rather than
 # ``g * (x * 2)``: inside a traced gradient ``g`` is often a plain array, so the
 # first product records nothing and a Hessian's sweep has one node less.
-defufunc(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
-defufunc(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
-defufunc(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
+_core(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
+_core(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
+_core(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
 # np.divide is np.true_divide.
-defufunc(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
-defufunc(np.negative, lambda g, ans, x: -g, needs=((),))
-defufunc(np.positive, lambda g, ans, x: g, needs=((),))
-defufunc(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
-defufunc(np.square, lambda g, ans, x: (g * 2) * x, needs=((0,),))
+_core(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
+_core(np.negative, lambda g, ans, x: -g, needs=((),))
+_core(np.positive, lambda g, ans, x: g, needs=((),))
+_core(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
+_core(np.square, lambda g, ans, x: (g * 2) * x, needs=((0,),))
 
 
 def _power_base(g, ans, x, y):
@@ -100,26 +112,26 @@ def _power_exponent(g, ans, x, y):
 
 
 # np.pow is np.power.
-defufunc(np.power, _power_base, _power_exponent, note="d/dy at x == 0 taken as 0", needs=((0, 1), (0, 1, -1)))
-defufunc(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _power_exponent)
+_core(np.power, _power_base, _power_exponent, note="d/dy at x == 0 taken as 0", needs=((0, 1), (0, 1, -1)))
+_core(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _power_exponent)
 
 # --------------------------------------------------------------- exp and log
-defufunc(np.exp, lambda g, ans, x: g * ans, needs=((-1,),))
-defufunc(np.exp2, lambda g, ans, x: (g * _LN2) * ans, needs=((-1,),))
-defufunc(np.expm1, lambda g, ans, x: g * (ans + 1), needs=((-1,),))
-defufunc(np.log, lambda g, ans, x: g / x, needs=((0,),))
-defufunc(np.log2, lambda g, ans, x: (g / _LN2) / x, needs=((0,),))
-defufunc(np.log10, lambda g, ans, x: (g / _LN10) / x, needs=((0,),))
-defufunc(np.log1p, lambda g, ans, x: g / (x + 1), needs=((0,),))
-defufunc(np.sqrt, lambda g, ans, x: (g * 0.5) / ans, note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
-defufunc(np.cbrt, lambda g, ans, x: (g / 3) / (ans * ans), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+_core(np.exp, lambda g, ans, x: g * ans, needs=((-1,),))
+_core(np.exp2, lambda g, ans, x: (g * _LN2) * ans, needs=((-1,),))
+_core(np.expm1, lambda g, ans, x: g * (ans + 1), needs=((-1,),))
+_core(np.log, lambda g, ans, x: g / x, needs=((0,),))
+_core(np.log2, lambda g, ans, x: (g / _LN2) / x, needs=((0,),))
+_core(np.log10, lambda g, ans, x: (g / _LN10) / x, needs=((0,),))
+_core(np.log1p, lambda g, ans, x: g / (x + 1), needs=((0,),))
+_core(np.sqrt, lambda g, ans, x: (g * 0.5) / ans, note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+_core(np.cbrt, lambda g, ans, x: (g / 3) / (ans * ans), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
 # exp(x - ans) <= 1 never overflows: the stable form of e^x / (e^x + e^y).
-defufunc(
+_core(
     np.logaddexp,
     lambda g, ans, x, y: g * np.exp(x - ans),
     lambda g, ans, x, y: g * np.exp(y - ans),
 )
-defufunc(
+_core(
     np.logaddexp2,
     lambda g, ans, x, y: g * np.exp2(x - ans),
     lambda g, ans, x, y: g * np.exp2(y - ans),
@@ -127,37 +139,37 @@ defufunc(
 
 # --------------------------------------------------------------- trigonometric
 # np.asin, np.acos, np.atan, np.atan2, np.asinh, ... are the same ufunc objects.
-defufunc(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True, needs=((0,),))
+_core(np.sin, lambda g, ans, x: g * remembered(np.cos, x), remember=True, needs=((0,),))
 # -g first: inside a traced gradient g is often plain, so negating it records nothing
 # (negating sin(x) would be one more recorded pass over x, and one more VJP).
-defufunc(np.cos, lambda g, ans, x: -g * remembered(np.sin, x), remember=True, needs=((0,),))
-defufunc(np.tan, lambda g, ans, x: g * (ans * ans + 1), needs=((-1,),))
-defufunc(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
-defufunc(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
-defufunc(np.arctan, lambda g, ans, x: g / (x * x + 1), needs=((0,),))
-defufunc(
+_core(np.cos, lambda g, ans, x: -g * remembered(np.sin, x), remember=True, needs=((0,),))
+_core(np.tan, lambda g, ans, x: g * (ans * ans + 1), needs=((-1,),))
+_core(np.arcsin, lambda g, ans, x: g / np.sqrt(1 - x * x))
+_core(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
+_core(np.arctan, lambda g, ans, x: g / (x * x + 1), needs=((0,),))
+_core(
     np.arctan2,
     lambda g, ans, y, x: g * (x / (x * x + y * y)),
     lambda g, ans, y, x: g * (-y / (x * x + y * y)),
 )
-defufunc(
+_core(
     np.hypot,
     lambda g, ans, x, y: g * (x / _nonzero(ans)),
     lambda g, ans, x, y: g * (y / _nonzero(ans)),
     note="subgradient 0 at (0, 0)",
 )
-defufunc(np.sinh, lambda g, ans, x: g * remembered(np.cosh, x), remember=True, needs=((0,),))
-defufunc(np.cosh, lambda g, ans, x: g * remembered(np.sinh, x), remember=True, needs=((0,),))
-defufunc(np.tanh, lambda g, ans, x: g * (1 - ans * ans), needs=((-1,),))
-defufunc(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
+_core(np.sinh, lambda g, ans, x: g * remembered(np.cosh, x), remember=True, needs=((0,),))
+_core(np.cosh, lambda g, ans, x: g * remembered(np.sinh, x), remember=True, needs=((0,),))
+_core(np.tanh, lambda g, ans, x: g * (1 - ans * ans), needs=((-1,),))
+_core(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
 # sqrt(x - 1) * sqrt(x + 1), not sqrt(x*x - 1): the principal branch for complex x.
-defufunc(np.arccosh, lambda g, ans, x: g / (np.sqrt(x - 1) * np.sqrt(x + 1)))
-defufunc(np.arctanh, lambda g, ans, x: g / (1 - x * x))
+_core(np.arccosh, lambda g, ans, x: g / (np.sqrt(x - 1) * np.sqrt(x + 1)))
+_core(np.arctanh, lambda g, ans, x: g / (1 - x * x))
 # np.radians and np.degrees are distinct ufunc objects with the same maths.
 for _f in (np.deg2rad, np.radians):
-    defufunc(_f, lambda g, ans, x: g * _DEG)
+    _core(_f, lambda g, ans, x: g * _DEG)
 for _f in (np.rad2deg, np.degrees):
-    defufunc(_f, lambda g, ans, x: g * (1 / _DEG))
+    _core(_f, lambda g, ans, x: g * (1 / _DEG))
 
 
 # --------------------------------------------------------------- abs, sign-like
@@ -169,18 +181,18 @@ def _abs_vjp(g, ans, x):
 
 
 # np.abs is np.absolute; np.conj is np.conjugate.
-defufunc(np.absolute, _abs_vjp, note="subgradient 0 at 0")
-defufunc(np.fabs, lambda g, ans, x: g * np.sign(x), note="subgradient 0 at 0")
-defufunc(np.conjugate, lambda g, ans, x: np.conjugate(g))
+_core(np.absolute, _abs_vjp, note="subgradient 0 at 0")
+_core(np.fabs, lambda g, ans, x: g * np.sign(x), note="subgradient 0 at 0")
+_core(np.conjugate, lambda g, ans, x: np.conjugate(g))
 # copysign(x, y) = |x| * (-1 if signbit(y) else 1): piecewise constant in y.
-defufunc(
+_core(
     np.copysign,
     lambda g, ans, x, y: np.where(np.signbit(y), -g, g) * np.sign(x),
     CONSTANT_ARG,
     note="subgradient 0 at x == 0; no gradient to the sign source",
 )
 # heaviside(x1, x2) = x2 where x1 == 0, else a constant 0 or 1.
-defufunc(np.heaviside, CONSTANT_ARG, lambda g, ans, x1, x2: np.where(x1 == 0, g, 0))
+_core(np.heaviside, CONSTANT_ARG, lambda g, ans, x1, x2: np.where(x1 == 0, g, 0))
 
 
 # --------------------------------------------------------------- max / min
@@ -199,7 +211,7 @@ def _extremum(ufunc, better, nan_propagates):
             return strictly | (a_nan if first else a_nan & ~b_nan)
         return strictly | (b_nan & ~a_nan)  # fmax: the non-NaN input is the output
 
-    defufunc(
+    _core(
         ufunc,
         lambda g, ans, x, y: _split(g, wins(x, y, True), x == y),
         lambda g, ans, x, y: _split(g, wins(y, x, False), x == y),
@@ -223,21 +235,21 @@ def _quotient_rule(quotient):
 
 
 # np.mod is np.remainder; NumPy computes it consistently with floor_divide.
-defufunc(np.remainder, *_quotient_rule(lambda x, y, r: np.floor_divide(x, y)), note="quotient treated as constant")
+_core(np.remainder, *_quotient_rule(lambda x, y, r: np.floor_divide(x, y)), note="quotient treated as constant")
 # fmod's quotient truncates; recovered exactly (it is an integer) from the result.
-defufunc(np.fmod, *_quotient_rule(lambda x, y, r: np.rint((x - r) / y)), note="quotient treated as constant")
+_core(np.fmod, *_quotient_rule(lambda x, y, r: np.rint((x - r) / y)), note="quotient treated as constant")
 # divmod(x, y) = (floor_divide(x, y), remainder(x, y)); the quotient output carries no gradient.
-defufunc(
+_core(
     np.divmod,
     lambda g, ans, x, y: g[1],
     lambda g, ans, x, y: -g[1] * strip(ans[0]),
     note="quotient output has zero gradient",
 )
 # modf(x) = (fractional part, integral part); the integral part is piecewise constant.
-defufunc(np.modf, lambda g, ans, x: g[0], note="integral part has zero gradient")
+_core(np.modf, lambda g, ans, x: g[0], note="integral part has zero gradient")
 # frexp(x) = (m, e) with x = m * 2**e: dm/dx = 2**-e (e is an integer output).
-defufunc(np.frexp, lambda g, ans, x: np.ldexp(g[0], -ans[1]), note="exponent output is an integer")
-defufunc(np.ldexp, lambda g, ans, x, e: np.ldexp(g, e), CONSTANT_ARG)
+_core(np.frexp, lambda g, ans, x: np.ldexp(g[0], -ans[1]), note="exponent output is an integer")
+_core(np.ldexp, lambda g, ans, x, e: np.ldexp(g, e), CONSTANT_ARG)
 
 
 # --------------------------------------------------------------- vector / matrix ufuncs
