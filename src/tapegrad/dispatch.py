@@ -21,7 +21,7 @@ from .registry import (
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
-from .tracer import ROUTES, Tracer, strip
+from .tracer import ROUTES, SMALL_BYTES, Tracer, strip
 from .views import link_opaque_views
 
 __all__ = [
@@ -98,8 +98,10 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
 
 
 #: Arrays smaller than this stay on the tape even when no VJP reads them:
-#: pruning them would cost more than it saves.
-PRUNE_BYTES = 1 << 16
+#: pruning them would cost more than it saves.  (The size below which a tracer
+#: knows its value's shape, ``Tracer._small``: the fast paths that pass it along
+#: therefore never prune nor remember.)
+PRUNE_BYTES = SMALL_BYTES
 
 
 def _prune(rule: Rule, raw: tuple, ans: Any, parents: Any) -> tuple:
@@ -132,17 +134,24 @@ def record_unary(rule: Rule, a: Any) -> Any:
     ans = rule.fun(raw)
     if not tape.recording:
         return ans
+    small = a._small
+    if small is not None and rule.elementwise:
+        # A small float64 input (Tracer._small): the output has its shape and dtype and
+        # the cotangent fits without a check (tape.FITTED); no array attribute is read.
+        nodes = tape.nodes
+        index = len(nodes)
+        nodes.append((index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0))
+        return Tracer(ans, index, tape, -1, small)
     if type(ans) is np.ndarray:
         dtype = ans.dtype
-        if dtype is _FLOAT64 or dtype.kind in "fc":
-            # A one-input ufunc's output has its input's shape: with both float64, an
-            # element-wise rule's cotangent needs no fitting (see tape.FITTED).
-            pos = FITTED if dtype is _FLOAT64 and rule.elementwise and raw.dtype is _FLOAT64 else -1
+        if dtype.kind in "fc":
             if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
                 nodes = tape.nodes
                 index = len(nodes)
-                nodes.append((index, rule.number, (raw,), None, ans, (0, pos, a._index, a._out), 0))
-                return Tracer(ans, index, tape)
+                nodes.append((index, rule.number, (raw,), None, ans, (0, -1, a._index, a._out), 0))
+                return Tracer(ans, index, tape, -1, ans.shape if dtype is _FLOAT64 else None)
+            # A large float64 input and output: the same knowledge, read from the arrays.
+            pos = FITTED if dtype is _FLOAT64 and rule.elementwise and raw.dtype is _FLOAT64 else -1
             return _append(rule, tape, (raw,), None, ans, (0, pos, a._index, a._out))
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
@@ -176,7 +185,7 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) 
         index = len(tape.nodes)
         stored = _stored_kwargs(kwargs) if rule.pass_kwargs else None
         tape.nodes.append((index, rule.number, raw, stored, ans, (0, -1, a._index, a._out), 0))
-        out = Tracer(ans, index, tape)
+        out = Tracer(ans, index, tape, -1, ans.shape if ans.dtype is _FLOAT64 else None)
     else:
         parents = [0, -1, a._index, a._out]
         out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
@@ -189,7 +198,7 @@ _FLOAT64 = np.dtype(np.float64)
 _ARRAY_SCALARS: dict = {}
 
 
-def _as_array_scalar(value: float) -> np.ndarray:
+def _array_scalar(value: float) -> np.ndarray:
     """A Python float as a read-only 0-d float64 array (cached): the same number to NumPy.
 
     With a float64 array operand a Python float and a 0-d float64 array give the
@@ -212,13 +221,22 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     """Hot path for a two-input ufunc with VJPs for both inputs (``x * y``, ``x + 1.0``)."""
     if not rule.simple:
         return record(rule, (a, b), {})
+    # small: the output's shape when the fast case below applies (see Tracer._small): small
+    # float64 operands of the output's shape, or one with a Python float, to an element-wise
+    # rule.  The output then has that shape and dtype and every cotangent fits (tape.FITTED).
+    small = None
     if type(a) is Tracer:
         tape = a._tape
         if type(b) is Tracer:
             tape_b = b._tape
             if tape_b is tape:
                 raw = (a._value, b._value)
-                parents = (0, -1, a._index, a._out, 1, -1, b._index, b._out)
+                shape = a._small
+                if shape is not None and rule.elementwise and shape == b._small:
+                    small = shape
+                    parents = (0, FITTED, a._index, a._out, 1, FITTED, b._index, b._out)
+                else:
+                    parents = (0, -1, a._index, a._out, 1, -1, b._index, b._out)
             elif tape_b.level > tape.level:
                 tape = tape_b
                 raw = (a, b._value)
@@ -228,35 +246,54 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 parents = (0, -1, a._index, a._out)
         else:
             value = a._value
-            if type(b) is float and rule.scalar_operands and type(value) is np.ndarray and value.dtype is _FLOAT64:
-                # float64 with a float64 scalar: the output has the array's shape and dtype,
-                # so an element-wise rule's cotangent needs no fitting (see tape.FITTED).
-                b = _as_array_scalar(b)
-                parents = (0, FITTED if rule.elementwise else -1, a._index, a._out)
-            else:
-                parents = (0, -1, a._index, a._out)
+            parents = (0, -1, a._index, a._out)
+            if type(b) is float and rule.scalar_operands:
+                shape = a._small
+                if shape is not None:
+                    b = _array_scalar(b)
+                    if rule.elementwise:
+                        small = shape
+                        parents = (0, FITTED, a._index, a._out)
+                elif type(value) is np.ndarray and value.dtype is _FLOAT64:
+                    b = _array_scalar(b)
+                    if rule.elementwise:
+                        parents = (0, FITTED, a._index, a._out)
             raw = (value, b)
     elif type(b) is Tracer:
         tape = b._tape
         value = b._value
-        if type(a) is float and rule.scalar_operands and type(value) is np.ndarray and value.dtype is _FLOAT64:
-            a = _as_array_scalar(a)
-            parents = (1, FITTED if rule.elementwise else -1, b._index, b._out)
-        else:
-            parents = (1, -1, b._index, b._out)
+        parents = (1, -1, b._index, b._out)
+        if type(a) is float and rule.scalar_operands:
+            shape = b._small
+            if shape is not None:
+                a = _array_scalar(a)
+                if rule.elementwise:
+                    small = shape
+                    parents = (1, FITTED, b._index, b._out)
+            elif type(value) is np.ndarray and value.dtype is _FLOAT64:
+                a = _array_scalar(a)
+                if rule.elementwise:
+                    parents = (1, FITTED, b._index, b._out)
         raw = (a, value)
     else:
         return rule.fun(a, b)
     ans = rule.fun(*raw)
     if not tape.recording:
         return ans
-    if type(ans) is np.ndarray and ans.dtype.kind in "fc":
-        if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
-            nodes = tape.nodes
-            index = len(nodes)
-            nodes.append((index, rule.number, raw, None, ans, parents, 0))
-            return Tracer(ans, index, tape)
-        return _append(rule, tape, raw, None, ans, parents)
+    if small is not None:  # no array attribute to read: shape, dtype and size are known
+        nodes = tape.nodes
+        index = len(nodes)
+        nodes.append((index, rule.number, raw, None, ans, parents, 0))
+        return Tracer(ans, index, tape, -1, small)
+    if type(ans) is np.ndarray:
+        dtype = ans.dtype
+        if dtype.kind in "fc":
+            if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
+                nodes = tape.nodes
+                index = len(nodes)
+                nodes.append((index, rule.number, raw, None, ans, parents, 0))
+                return Tracer(ans, index, tape, -1, ans.shape if dtype is _FLOAT64 else None)
+            return _append(rule, tape, raw, None, ans, parents)
     dtype = getattr(ans, "dtype", None)
     if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
         return _emit(rule, tape, raw, None, ans, list(parents))

@@ -98,7 +98,7 @@ def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_
 def _handle(value: Any) -> Any:
     """A private tracer for the same recorded value: in-place writes to ``value`` leave it alone."""
     if type(value) is Tracer:
-        return Tracer(value._value, value._index, value._tape, value._out)
+        return Tracer(value._value, value._index, value._tape, value._out, value._small)
     return value
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import TapeError
 from .registry import RULE_TABLE
-from .tracer import Tracer, as_source_value
+from .tracer import Tracer, as_source_value, small_shape
 
 __all__ = ["Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "FITTED", "RELEASED", "parent_runs"]
 
@@ -172,7 +172,7 @@ class Tape:
             return raw
         index = len(self.nodes)
         self.nodes.append((index, None, (), None, raw, (), 0))
-        return Tracer(raw, index, self)
+        return Tracer(raw, index, self, -1, small_shape(raw))
 
     def constant(self, value: Any) -> Any:
         """``value`` as a tracer of this tape that no cotangent flows out of.

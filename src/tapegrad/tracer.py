@@ -36,7 +36,23 @@ __all__ = [
     "is_basic_index",
     "ROUTES",
     "METHOD_FUNCTIONS",
+    "SMALL_BYTES",
+    "small_shape",
 ]
+
+
+#: Values up to this size are "small": a node keeps them whole (no pruning, no memo),
+#: and a tracer of a small float64 value knows its shape (``Tracer._small``).
+SMALL_BYTES = 1 << 16
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def small_shape(value: Any) -> Optional[tuple]:
+    """``value``'s shape if it is a plain float64 array of at most :data:`SMALL_BYTES`, else ``None``."""
+    if type(value) is np.ndarray and value.dtype is _FLOAT64 and value.nbytes <= SMALL_BYTES:
+        return value.shape
+    return None
 
 
 class _Routes:
@@ -154,15 +170,20 @@ class Tracer(NDArrayOperatorsMixin):
     ndarray under NumPy functions, ufuncs, operators and indexing.
     """
 
-    __slots__ = ("_value", "_index", "_tape", "_out", "_viewof", "_views", "_array", "__weakref__")
+    __slots__ = ("_value", "_index", "_tape", "_out", "_small", "_viewof", "_views", "_array", "__weakref__")
     # Make ndarray's binary operators defer to us even on older NumPy paths.
     __array_priority__ = 1000.0
 
-    def __init__(self, value: Any, index: int, tape: Any, out: int = -1) -> None:
+    def __init__(self, value: Any, index: int, tape: Any, out: int = -1, small: Optional[tuple] = None) -> None:
         self._value = value
         self._index = index  # of the node on the tape (an index: a released node is replaced there)
         self._tape = tape
         self._out = out
+        # The shape of the value when it is known to be a plain float64 array (or NumPy
+        # scalar) of at most SMALL_BYTES, else None: the recorder's fast paths pass it
+        # along element-wise calls instead of reading the arrays' attributes (a quarter
+        # of recording x + y on small arrays).
+        self._small = small
         # _viewof / _views stay unset until slicing makes a view (read with getattr):
         # most tracers never need them and this constructor is on the hot path.
 

@@ -104,6 +104,7 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
         # arithmetic that computed the new value): later in-place updates must write too.
         target._array = True
     target._value, target._index, target._out, target._tape = new._value, new._index, new._out, new._tape
+    target._small = new._small
     if viewof is not None:
         base = viewof[0]()
         if base is not None:

@@ -42,6 +42,11 @@ def test_a_marked_rule_returns_the_cotangents_shape_and_dtype(rule, batch):
             ans = ufunc(*args)
             g = rng.standard_normal(batch + ans.shape)
             gi = rule.vjps[argnum](g, ans, *args)
+        # The recorder also takes the output's shape and dtype as known (Tracer._small).
+        assert ans.dtype == np.float64 and ans.shape == x.shape, f"{rule.name} argument {argnum}"
+        if ufunc.nin == 2:
+            both = ufunc(x, x[::-1].copy())
+            assert both.dtype == np.float64 and both.shape == x.shape, rule.name
         assert type(gi) is np.ndarray, f"{rule.name} argument {argnum}: {type(gi)}"
         assert gi.shape == batch + x.shape, f"{rule.name} argument {argnum}"
         assert gi.dtype == np.float64, f"{rule.name} argument {argnum}"
@@ -54,9 +59,13 @@ def _positions(tape):
 def test_the_recorder_marks_float64_operands_of_marked_rules_only():
     tape = Tape()
     x = tape.watch(np.linspace(0.1, 0.9, 4))
-    np.sin(x) * 1.5 + x * x
-    # sin(x), (.) * 1.5 marked; x * x (two traced operands) and the sum not.
-    assert _positions(tape) == [FITTED, FITTED, -1, -1, -1, -1]
+    w = tape.watch(np.ones((3, 4)))
+    np.sin(x) * 1.5 + x * x  # every operand float64 with the output's shape: all marked
+    assert _positions(tape) == [FITTED] * 6
+    del tape.nodes[2:]
+    x * w  # x broadcasts against w
+    np.matmul(w, x)  # not element-wise
+    assert _positions(tape) == [-1] * 4
 
     tape = Tape()
     y = tape.watch(np.linspace(0.1, 0.9, 4).astype(np.float32))
@@ -65,7 +74,8 @@ def test_the_recorder_marks_float64_operands_of_marked_rules_only():
 
     tape = Tape()
     z = tape.watch(np.linspace(0.1, 0.9, 4))
-    z * np.float64(1.5) + z * np.array(0.5)  # a NumPy scalar and a 0-d array: not Python floats
+    z * np.float64(1.5)  # a NumPy scalar: not a Python float
+    z * np.array(0.5)  # nor is a 0-d array
     assert FITTED not in _positions(tape)
 
 
@@ -105,3 +115,33 @@ def test_a_float32_program_keeps_float32_on_the_unmarked_path():
     g = tg.grad(lambda x: np.sum(np.sin(x) * 1.01 + x * 0.5))(x)
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, np.cos(x) * 1.01 + 0.5, rtol=1e-6)
+
+
+def test_tracers_of_small_float64_values_know_their_shape():
+    tape = Tape()
+    x = tape.watch(np.linspace(0.1, 0.9, 4))
+    assert x._small == (4,)
+    assert tape.watch(np.ones(3, dtype=np.float32))._small is None
+    assert tape.watch(np.ones(10**5))._small is None  # large: attributes are read instead
+    y = np.sin(x) * 2.0 + x
+    assert y._small == (4,) and type(y._value) is np.ndarray and y._value.dtype == np.float64
+    z = x[1:]  # not element-wise: the shape is read from the result
+    assert z._small == (3,)
+    s = np.sum(x * x)  # a NumPy scalar: not known (None is always a safe answer)
+    assert s._small is None
+    w = x * np.ones((2, 4))  # broadcast: read from the result
+    assert w._small == (2, 4)
+
+
+def test_an_in_place_write_keeps_a_tracers_shape_knowledge_true():
+    def f(x):
+        y = x * 2.0
+        y += np.sin(x)  # in place: the tracer object now stands for the sum
+        assert y._small == (4,)
+        y[1:] = y[1:] * 0.5
+        assert y._small is None or (y._small == np.shape(y._value) and y._value.dtype == np.float64)
+        return np.sum(y * 1.5)
+
+    x = np.linspace(0.1, 0.9, 4)
+    expected = 1.5 * (2.0 + np.cos(x)) * np.array([1.0, 0.5, 0.5, 0.5])
+    np.testing.assert_allclose(tg.grad(f)(x), expected, rtol=1e-14)
