@@ -296,7 +296,12 @@ def _sweep(
     found: dict = {}
     start = max(index for index, _ in roots)
     lowest = min(wanted) if wanted else 0
+    # Sources are mostly the watched inputs, at the bottom of the tape: above the
+    # highest one (and without stop_gradients) a node needs no set look-up.
+    highest = max(wanted) if wanted else -1
+    stopping = bool(stop)
     unbatched = not batch
+    fitted = FITTED
     # Bound once: this loop runs once per recorded call.
     slots = cts.slots
     take = slots.pop
@@ -306,11 +311,10 @@ def _sweep(
         g = take(idx, None)
         if g is None:
             continue
-        node = nodes[idx]
-        if idx in wanted:
+        if idx <= highest and idx in wanted:
             found[idx] = plain(g, fresh=True)
-        _, number, args, kwargs, ans, parents, n_out = node
-        if not parents or idx in stop:
+        _, number, args, kwargs, ans, parents, n_out = nodes[idx]
+        if not parents or (stopping and idx in stop):
             continue
         rule = table[number]
         # Banded batches reach only the rules that opt in (Rule.banded); the others
@@ -357,7 +361,7 @@ def _sweep(
                 gi = per_element[pos]
             if gi is None:
                 continue
-            if pos != FITTED:  # FITTED: the recorder knows this cotangent fits (see tape.FITTED)
+            if pos != fitted:  # FITTED: the recorder knows this cotangent fits (see tape.FITTED)
                 target = args[argnum] if pos < 0 else args[argnum][pos]
                 # Fast path: a cotangent that already has the target's shape and dtype
                 # (builtin dtypes are singletons: ``is`` settles most comparisons).

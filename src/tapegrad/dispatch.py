@@ -250,7 +250,8 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
             if type(b) is float and rule.scalar_operands:
                 shape = a._small
                 if shape is not None:
-                    b = _array_scalar(b)
+                    cached = _ARRAY_SCALARS.get(b)  # _array_scalar's cache hit, inline
+                    b = _array_scalar(b) if cached is None else cached
                     if rule.elementwise:
                         small = shape
                         parents = (0, FITTED, a._index, a._out)
@@ -266,7 +267,8 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
         if type(a) is float and rule.scalar_operands:
             shape = b._small
             if shape is not None:
-                a = _array_scalar(a)
+                cached = _ARRAY_SCALARS.get(a)
+                a = _array_scalar(a) if cached is None else cached
                 if rule.elementwise:
                     small = shape
                     parents = (1, FITTED, b._index, b._out)
@@ -483,6 +485,18 @@ def dispatch_ufunc_call1(ufunc: np.ufunc, a: Tracer) -> Any:
     rule = RULES.get(ufunc)
     if rule is None or _observing or rule.kind is not PRIMITIVE:
         return dispatch_ufunc(ufunc, "__call__", (a,), {})
+    small = a._small
+    if small is not None and rule.elementwise:
+        # record_unary's fast case, without the call: see there.
+        tape = a._tape
+        raw = a._value
+        ans = rule.fun(raw)
+        if tape.recording:
+            nodes = tape.nodes
+            index = len(nodes)
+            nodes.append((index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0))
+            return Tracer(ans, index, tape, -1, small)
+        return ans
     return record_unary(rule, a)
 
 

@@ -107,7 +107,8 @@ class Rule:
     #: exactly the cotangent's shape and dtype.  The recorder marks such float64 operands
     #: (``tape.FITTED``) and the sweep then skips checking their cotangent's fit (a
     #: sixth of a small call's sweep cost).  tapegrad's own arithmetic and elementary
-    #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.
+    #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.  Only
+    #: ``simple`` rules may set it (the fast paths do not check both).
     elementwise: bool = False
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)

@@ -67,7 +67,8 @@ def _core(ufunc, *vjps, **options):
     element with Python-float constants (tests/rules/test_elementwise_rules.py
     checks every rule marked).
     """
-    return defufunc(ufunc, *vjps, elementwise=ufunc.nout == 1, **options)
+    # Only rules with a VJP for every operand: the recorder's fast paths take it as given.
+    return defufunc(ufunc, *vjps, elementwise=ufunc.nout == 1 and all(callable(v) for v in vjps), **options)
 
 
 def _is_const_scalar(v: object) -> bool:
