@@ -334,15 +334,26 @@ def _sweep(
                 nodes[idx] = RELEASED
             continue
         vjps = rule.vjps
-        seq_cts = None
         # parents is flat (see tape.Node): one run of four fields per traced argument.
         n_fields = len(parents)
         if n_fields == 4:
+            argnum, pos, parent, out = parents
+            if pos == fitted and out < 0 and not kwargs:
+                # The commonest node of a loop of small steps (np.sin(x), x * 0.5): one
+                # traced argument whose cotangent fits, one output, no keywords.
+                gi = vjps[argnum](g, ans, *args)
+                if gi is not None:
+                    prev = slots.get(parent)
+                    slots[parent] = gi if prev is None else accumulate(parent, prev, gi)
+                if release:
+                    nodes[idx] = RELEASED
+                continue
             runs = (parents,)
         elif n_fields == 8:
             runs = (parents[:4], parents[4:])
         else:
             runs = parent_runs(parents)
+        seq_cts = None
         for argnum, pos, parent, out in runs:
             if pos < 0:
                 if kwargs:  # (name, value) pairs (see tape.Node)

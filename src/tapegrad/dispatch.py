@@ -246,7 +246,7 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 parents = (0, -1, a._index, a._out)
         else:
             value = a._value
-            parents = (0, -1, a._index, a._out)
+            pos = -1
             if type(b) is float and rule.scalar_operands:
                 shape = a._small
                 if shape is not None:
@@ -254,16 +254,17 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                     b = _array_scalar(b) if cached is None else cached
                     if rule.elementwise:
                         small = shape
-                        parents = (0, FITTED, a._index, a._out)
+                        pos = FITTED
                 elif type(value) is np.ndarray and value.dtype is _FLOAT64:
                     b = _array_scalar(b)
                     if rule.elementwise:
-                        parents = (0, FITTED, a._index, a._out)
+                        pos = FITTED
             raw = (value, b)
+            parents = (0, pos, a._index, a._out)
     elif type(b) is Tracer:
         tape = b._tape
         value = b._value
-        parents = (1, -1, b._index, b._out)
+        pos = -1
         if type(a) is float and rule.scalar_operands:
             shape = b._small
             if shape is not None:
@@ -271,12 +272,13 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 a = _array_scalar(a) if cached is None else cached
                 if rule.elementwise:
                     small = shape
-                    parents = (1, FITTED, b._index, b._out)
+                    pos = FITTED
             elif type(value) is np.ndarray and value.dtype is _FLOAT64:
                 a = _array_scalar(a)
                 if rule.elementwise:
-                    parents = (1, FITTED, b._index, b._out)
+                    pos = FITTED
         raw = (a, value)
+        parents = (1, pos, b._index, b._out)
     else:
         return rule.fun(a, b)
     ans = rule.fun(*raw)
