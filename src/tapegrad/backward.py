@@ -350,6 +350,20 @@ def _sweep(
                 continue
             runs = (parents,)
         elif n_fields == 8:
+            argnum, pos, parent, out, argnum2, pos2, parent2, out2 = parents
+            if pos == fitted and pos2 == fitted and out < 0 and out2 < 0 and not kwargs:
+                # The same for two traced arguments (x + y, x * y of one shape).
+                gi = vjps[argnum](g, ans, *args)
+                if gi is not None:
+                    prev = slots.get(parent)
+                    slots[parent] = gi if prev is None else accumulate(parent, prev, gi)
+                gi = vjps[argnum2](g, ans, *args)
+                if gi is not None:
+                    prev = slots.get(parent2)
+                    slots[parent2] = gi if prev is None else accumulate(parent2, prev, gi)
+                if release:
+                    nodes[idx] = RELEASED
+                continue
             runs = (parents[:4], parents[4:])
         else:
             runs = parent_runs(parents)
