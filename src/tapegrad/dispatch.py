@@ -237,50 +237,36 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                     parents = (0, FITTED, a._index, a._out, 1, FITTED, b._index, b._out)
                 else:
                     parents = (0, -1, a._index, a._out, 1, -1, b._index, b._out)
+                traced = None
             elif tape_b.level > tape.level:
                 tape = tape_b
-                raw = (a, b._value)
-                parents = (1, -1, b._index, b._out)
+                traced, constant, argnum = b, a, 1
             else:
-                raw = (a._value, b)
-                parents = (0, -1, a._index, a._out)
+                traced, constant, argnum = a, b, 0
         else:
-            value = a._value
-            pos = -1
-            if type(b) is float and rule.scalar_operands:
-                shape = a._small
-                if shape is not None:
-                    cached = _ARRAY_SCALARS.get(b)  # _array_scalar's cache hit, inline
-                    b = _array_scalar(b) if cached is None else cached
-                    if rule.elementwise:
-                        small = shape
-                        pos = FITTED
-                elif type(value) is np.ndarray and value.dtype is _FLOAT64:
-                    b = _array_scalar(b)
-                    if rule.elementwise:
-                        pos = FITTED
-            raw = (value, b)
-            parents = (0, pos, a._index, a._out)
+            traced, constant, argnum = a, b, 0
     elif type(b) is Tracer:
         tape = b._tape
-        value = b._value
+        traced, constant, argnum = b, a, 1
+    else:
+        return rule.fun(a, b)
+    if traced is not None:  # one operand traced on this tape, the other a constant for it
+        value = traced._value
         pos = -1
-        if type(a) is float and rule.scalar_operands:
-            shape = b._small
+        if type(constant) is float and rule.scalar_operands:
+            shape = traced._small
             if shape is not None:
-                cached = _ARRAY_SCALARS.get(a)
-                a = _array_scalar(a) if cached is None else cached
+                cached = _ARRAY_SCALARS.get(constant)  # _array_scalar's cache hit, inline
+                constant = _array_scalar(constant) if cached is None else cached
                 if rule.elementwise:
                     small = shape
                     pos = FITTED
             elif type(value) is np.ndarray and value.dtype is _FLOAT64:
-                a = _array_scalar(a)
+                constant = _array_scalar(constant)
                 if rule.elementwise:
                     pos = FITTED
-        raw = (a, value)
-        parents = (1, pos, b._index, b._out)
-    else:
-        return rule.fun(a, b)
+        raw = (value, constant) if argnum == 0 else (constant, value)
+        parents = (argnum, pos, traced._index, traced._out)
     ans = rule.fun(*raw)
     if not tape.recording:
         return ans
