@@ -142,21 +142,10 @@ def record_unary(rule: Rule, a: Any) -> Any:
         index = len(nodes)
         nodes.append((index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0))
         return Tracer(ans, index, tape, -1, small)
-    if type(ans) is np.ndarray:
-        dtype = ans.dtype
-        if dtype.kind in "fc":
-            if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
-                nodes = tape.nodes
-                index = len(nodes)
-                nodes.append((index, rule.number, (raw,), None, ans, (0, -1, a._index, a._out), 0))
-                return Tracer(ans, index, tape, -1, ans.shape if dtype is _FLOAT64 else None)
-            # A large float64 input and output: the same knowledge, read from the arrays.
-            pos = FITTED if dtype is _FLOAT64 and rule.elementwise and raw.dtype is _FLOAT64 else -1
-            return _append(rule, tape, (raw,), None, ans, (0, pos, a._index, a._out))
-    dtype = getattr(ans, "dtype", None)
-    if type(ans) is tuple or dtype is None or dtype.kind not in "fc":
-        return _emit(rule, tape, (raw,), None, ans, [0, -1, a._index, a._out])
-    return _append(rule, tape, (raw,), None, ans, (0, -1, a._index, a._out))
+    # Any other float64 array input (large, or made where the shape was not passed along):
+    # the same knowledge, read from the array (a one-output element-wise ufunc keeps it).
+    pos = FITTED if rule.elementwise and type(raw) is np.ndarray and raw.dtype is _FLOAT64 else -1
+    return _record_output(rule, tape, (raw,), ans, (0, pos, a._index, a._out))
 
 
 def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) -> Any:
@@ -275,10 +264,19 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
         index = len(nodes)
         nodes.append((index, rule.number, raw, None, ans, parents, 0))
         return Tracer(ans, index, tape, -1, small)
+    return _record_output(rule, tape, raw, ans, parents)
+
+
+def _record_output(rule: Rule, tape: Any, raw: tuple, ans: Any, parents: tuple) -> Any:
+    """The node of a computed call without keywords (record_unary's and record_binary's tail).
+
+    A small floating-point array is appended here, without _append's bookkeeping, and
+    its tracer learns its shape when it is float64 (see Tracer._small).
+    """
     if type(ans) is np.ndarray:
         dtype = ans.dtype
         if dtype.kind in "fc":
-            if ans.nbytes <= PRUNE_BYTES:  # _append's small case inline (the call cost ~5 % of W1)
+            if ans.nbytes <= PRUNE_BYTES:
                 nodes = tape.nodes
                 index = len(nodes)
                 nodes.append((index, rule.number, raw, None, ans, parents, 0))
