@@ -27,6 +27,7 @@ from .checkpoint import checkpoint
 from .custom import custom_vjp, defvjp
 from .api import hvp, jacfwd, jvp
 from .memory import retain_freed_memory
+from .parallel import num_threads, set_num_threads
 from .constructors import intercept_array_constructors
 from .registry import CONSTANT_ARG, defcomposite, defconstant
 
@@ -54,6 +55,8 @@ __all__ = [
     "defconstant",
     "CONSTANT_ARG",
     "retain_freed_memory",
+    "num_threads",
+    "set_num_threads",
     "intercept_array_constructors",
     "TapegradError",
     "UnsupportedFunctionError",

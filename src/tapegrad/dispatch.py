@@ -18,6 +18,7 @@ from .errors import GradientDroppedError, NonDifferentiableArgumentError, Unsupp
 from .registry import (
     COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
 )
+from .parallel import call as parallel_call
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
@@ -131,10 +132,12 @@ def record_unary(rule: Rule, a: Any) -> Any:
         return record(rule, (a,), {})
     tape = a._tape
     raw = a._value
-    ans = rule.fun(raw)
+    small = a._small
+    # Not small: an expensive loop on a large float64 array is split across threads
+    # (same bits; tapegrad.parallel).
+    ans = rule.fun(raw) if small is not None or not rule.elementwise else parallel_call(rule.fun, (raw,))
     if not tape.recording:
         return ans
-    small = a._small
     if small is not None and rule.elementwise:
         # A small float64 input (Tracer._small): the output has its shape and dtype and
         # the cotangent fits without a check (tape.FITTED); no array attribute is read.
@@ -206,6 +209,13 @@ def _array_scalar(value: float) -> np.ndarray:
     return cached
 
 
+def _real_float(a: Tracer) -> bool:
+    if a._small is not None:  # small float64 (Tracer._small)
+        return True
+    dtype = getattr(a._value, "dtype", None)
+    return dtype is not None and dtype.kind == "f"
+
+
 def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     """Hot path for a two-input ufunc with VJPs for both inputs (``x * y``, ``x + 1.0``)."""
     if not rule.simple:
@@ -219,6 +229,8 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
         if type(b) is Tracer:
             tape_b = b._tape
             if tape_b is tape:
+                if a is b and rule.same_operands is not None and _real_float(a):
+                    return record_unary(RULES[rule.same_operands], a)  # x * x: np.square(x)
                 raw = (a._value, b._value)
                 shape = a._small
                 if shape is not None and rule.elementwise and shape == b._small:
@@ -256,7 +268,12 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                     pos = FITTED
         raw = (value, constant) if argnum == 0 else (constant, value)
         parents = (argnum, pos, traced._index, traced._out)
-    ans = rule.fun(*raw)
+    if small is None and rule.elementwise:
+        # Large float64 operands: an expensive loop is split across threads (same bits;
+        # tapegrad.parallel).
+        ans = parallel_call(rule.fun, raw)
+    else:
+        ans = rule.fun(*raw)
     if not tape.recording:
         return ans
     if small is not None:  # no array attribute to read: shape, dtype and size are known

@@ -110,6 +110,11 @@ class Rule:
     #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.  Only
     #: ``simple`` rules may set it (the fast paths do not check both).
     elementwise: bool = False
+    #: For a two-input ufunc: the one-input ufunc that gives the same bits when both
+    #: operands are one and the same real floating-point tracer (``x * x`` is
+    #: ``np.square(x)``).  The recorder records that instead: one parent and one VJP
+    #: rather than two products and their sum, in the gradient and again in a Hessian.
+    same_operands: Any = None
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.

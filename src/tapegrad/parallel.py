@@ -1,0 +1,212 @@
+"""Large element-wise ufunc calls, split across a few threads.
+
+NumPy runs every ufunc loop on one thread.  For a one-output element-wise
+ufunc on large float64 arrays (``np.sin(x)`` with ``x`` of 10^6 elements) the
+output's elements are independent, so the call can be cut into contiguous
+chunks that run at once: NumPy releases the GIL inside the loop, and each
+element is computed by the very same loop, so the result has the same bits
+as the one-thread call.  PyTorch and XLA do the same for their element-wise
+kernels; without it a traced Hessian-vector product on 10^6 elements spends
+most of its time in single-threaded ``sin``/``cos``/``log1p`` loops.
+
+Only the recorder calls this, and only for rules marked element-wise
+(``Rule.elementwise``): the user's own NumPy code is never touched.
+
+Floating-point errors keep NumPy's meaning: the chunks run with the caller's
+error settings turned into flags, and if any chunk flags an error the caller
+has not silenced, the whole call is computed again in the caller's thread,
+where NumPy warns, raises or calls back exactly as it would have.
+
+The number of threads is :func:`num_threads`: the environment variable
+``TAPEGRAD_NUM_THREADS`` if set, else the CPUs this process may run on (at
+most 8); 1 turns the splitting off.  The pool starts on first use and is
+rebuilt in a forked child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from math import prod
+from time import perf_counter
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["MIN_SIZE", "SPLIT_NS", "call", "num_threads", "set_num_threads", "splittable"]
+
+#: Fewer elements than this run in one call: handing a chunk to another thread
+#: costs tens of microseconds, about what 2^18 products take.
+MIN_SIZE = 1 << 18
+# Chunk boundaries fall on multiples of this many elements (8 KiB), keeping
+# every chunk as aligned as the whole array.
+_ALIGN = 1 << 10
+_MAX_DEFAULT = 8
+#: Only loops that took at least this many nanoseconds per element on their first
+#: large call are split.  Below it a loop is bound by memory traffic (an add or a
+#: product moves 24 bytes per element in about 0.5 ns on one core), which a second
+#: thread on the same memory did not speed up (measured: 1e6 products 0.49 ms on
+#: one thread and on two); sin, cos, log1p and hypot take 2-20 ns per element.
+SPLIT_NS = 2.0
+_FLOAT64 = np.dtype(np.float64)
+
+_lock = threading.Lock()
+_threads: Optional[int] = None
+_pool: Any = None
+_pool_pid: Optional[int] = None
+# Per ufunc: whether it has a float64 loop of its arity, so that float64
+# operands give a float64 output (``np.ldexp`` and friends do not qualify).
+_FLOAT_LOOP: dict = {}
+# Per ufunc: nanoseconds per element of its first large call (one thread).
+_COST: dict = {}
+
+
+def num_threads() -> int:
+    """The number of threads an element-wise call on a large array is split across."""
+    global _threads
+    if _threads is None:
+        env = os.environ.get("TAPEGRAD_NUM_THREADS", "").strip()
+        if env:
+            _threads = max(1, int(env))
+        else:
+            try:
+                cpus = len(os.sched_getaffinity(0))
+            except AttributeError:  # macOS, Windows
+                cpus = os.cpu_count() or 1
+            _threads = max(1, min(cpus, _MAX_DEFAULT))
+    return _threads
+
+
+def set_num_threads(n: int) -> None:
+    """Split large element-wise calls across ``n`` threads (1: never split).
+
+    Parameters
+    ----------
+    n : int
+        At least 1.  Takes effect for the next call; a running pool is replaced.
+    """
+    global _threads, _pool
+    if int(n) < 1:
+        raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
+    with _lock:
+        _threads = int(n)
+        old, _pool = _pool, None
+    if old is not None:
+        old.shutdown(wait=False)
+
+
+def _get_pool(workers: int) -> Any:
+    global _pool, _pool_pid
+    pid = os.getpid()
+    if _pool is None or _pool_pid != pid:  # a forked child inherits a pool without threads
+        with _lock:
+            if _pool is None or _pool_pid != pid:
+                from concurrent.futures import ThreadPoolExecutor  # only when a large call comes
+
+                _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tapegrad")
+                _pool_pid = pid
+    return _pool
+
+
+def _has_float_loop(ufunc: np.ufunc, nin: int) -> bool:
+    known = _FLOAT_LOOP.get(ufunc)
+    if known is None:
+        known = ufunc.nout == 1 and ("d" * nin + "->d") in ufunc.types
+        _FLOAT_LOOP[ufunc] = known
+    return known
+
+
+def splittable(values: Sequence[Any], placeholders: bool = False) -> Optional[tuple]:
+    """The common shape of ``values`` when a call on them can be cut into flat chunks, else None.
+
+    Every value must be a float64 array of that shape with at least
+    :data:`MIN_SIZE` elements (C-contiguous, or 1-D with any stride, so that a
+    flat range of it is a view), a 0-d float64 array or a Python float (passed
+    whole to every chunk); with ``placeholders`` any other non-array object
+    (a pruned value the call does not read) is passed whole too.
+    """
+    shape = None
+    for v in values:
+        t = type(v)
+        if t is np.ndarray:
+            if v.dtype is not _FLOAT64 and v.dtype != _FLOAT64:
+                return None
+            if v.ndim == 0:
+                continue
+            if shape is None:
+                if v.size < MIN_SIZE:
+                    return None
+                shape = v.shape
+            elif v.shape != shape:
+                return None
+            if v.ndim > 1 and not v.flags.c_contiguous:
+                return None
+        elif t is not float and (not placeholders or isinstance(v, (np.ndarray, np.generic, int, complex))):
+            return None  # other arrays, Python ints and complex numbers: NumPy's own rules decide
+    return shape
+
+
+def _flat(values: Sequence[Any]) -> list:
+    """``(flat view, True)`` for each array to cut, ``(value, False)`` for each passed whole."""
+    return [(v.reshape(-1), True) if type(v) is np.ndarray and v.ndim else (v, False) for v in values]
+
+
+def _run(size: int, task: Callable[[int, int], None], threads: int) -> bool:
+    """Run ``task(start, stop)`` over ``[0, size)`` in one range per thread; True when an error was flagged.
+
+    Floating-point errors the caller does not ignore become flags (the caller
+    redoes such a call whole, in its own thread, where NumPy reports them).
+    """
+    step = -(-size // threads)
+    step = -(-step // _ALIGN) * _ALIGN
+    watched = {kind: ("ignore" if action == "ignore" else "call") for kind, action in np.geterr().items()}
+    flagged: list = []
+
+    def flag(kind: str, code: int) -> None:
+        flagged.append(kind)
+
+    def run(start: int) -> None:
+        with np.errstate(call=flag, **watched):
+            task(start, min(start + step, size))
+
+    pool = _get_pool(threads - 1)
+    futures = [pool.submit(run, start) for start in range(step, size, step)]
+    try:
+        run(0)
+    finally:
+        for f in futures:
+            f.result()
+    return bool(flagged)
+
+
+def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
+    """``ufunc(*operands)``, split across threads when that gives the same bits faster.
+
+    Split only when ``ufunc`` is a one-output NumPy ufunc with a float64 loop
+    and the operands are :func:`splittable`; otherwise, and with one thread,
+    this is ``ufunc(*operands)``.
+    """
+    threads = _threads if _threads is not None else num_threads()
+    shape = None
+    if threads > 1 and type(ufunc) is np.ufunc and _has_float_loop(ufunc, len(operands)):
+        shape = splittable(operands)
+    if shape is None:
+        return ufunc(*operands)
+    cost = _COST.get(ufunc)
+    if cost is None:  # the first large call runs on this thread alone, timed
+        began = perf_counter()
+        result = ufunc(*operands)
+        _COST[ufunc] = (perf_counter() - began) * 1e9 / prod(shape)
+        return result
+    if cost < SPLIT_NS:
+        return ufunc(*operands)
+    result = np.empty(shape, dtype=_FLOAT64)
+    flat_out = result.reshape(-1)
+    flat = _flat(operands)
+
+    def task(start: int, stop: int) -> None:
+        ufunc(*[v[start:stop] if cut else v for v, cut in flat], out=flat_out[start:stop])
+
+    if _run(prod(shape), task, threads):
+        return ufunc(*operands)  # NumPy reports the error as the one-thread call would
+    return result
