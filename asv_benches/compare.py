@@ -52,7 +52,8 @@ def limit_threads(n: int) -> None:
     if n <= 0:
         return
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-                "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+                "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+                "TAPEGRAD_NUM_THREADS"):
         os.environ[var] = str(n)
     os.environ["TAPEGRAD_BENCH_THREADS"] = str(n)
     if n == 1:

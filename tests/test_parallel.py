@@ -21,6 +21,7 @@ from tapegrad.tape import Tape
 def split(monkeypatch):
     """Split every qualifying call of at least 3000 elements across 3 threads."""
     monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
+    monkeypatch.setattr(tg.memo, "SPLIT_SIZE", 3000)  # memo's copy of it
     monkeypatch.setattr(parallel, "SPLIT_NS", 0.0)
     monkeypatch.setattr(parallel, "_COST", {})
     before = parallel.num_threads()
@@ -241,3 +242,14 @@ def test_x_times_x_is_recorded_as_a_square():
     assert np.allclose(tg.grad(lambda a: np.real(np.sum(a * a)))(z), 2 * z)  # complex: a product
     h = tg.hessian(lambda a: np.sum((a * a) * a))(np.array([1.0, -2.0]))
     assert np.array_equal(h, np.diag([6.0, -12.0]))
+
+
+def test_a_sweep_that_computes_cos_for_sin_splits_it(split, monkeypatch):
+    """sin's VJP needs cos(x); when the forward did not compute it, the sweep does, split."""
+    x = np.linspace(-3.0, 3.0, 9000)
+    ufuncs = []
+    real_call = parallel.call
+    monkeypatch.setattr(tg.memo, "parallel_call", lambda u, ops: ufuncs.append(u) or real_call(u, ops))
+    got = tg.grad(lambda a: np.sum(np.sin(a)))(x)
+    assert ufuncs == [np.cos]
+    assert np.array_equal(_bits(got), _bits(np.cos(x)))

@@ -12,6 +12,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
+from .parallel import MIN_SIZE as SPLIT_SIZE
+from .parallel import call as parallel_call
+
 __all__ = ["remembered", "recalled", "shared", "shared_so_far", "sweeping"]
 
 
@@ -22,6 +27,8 @@ class _MemoStack(threading.local):
 
 # The memo of the tape being swept, per thread (sweeps nest for higher orders).
 _MEMOS = _MemoStack()
+# A key of the memo of a tape whose forward made large outputs (alive or not).
+_LARGE = object()
 
 
 class sweeping:
@@ -36,6 +43,8 @@ class sweeping:
 
     def __init__(self, tape: Any) -> None:
         self.memo = {key: value for key, ref in tape.memo.items() if (value := ref()) is not None}
+        if tape.memo:  # the forward made large outputs: large inputs may come (see remembered)
+            self.memo[_LARGE] = True
 
     def __enter__(self) -> None:
         _MEMOS.stack.append(self.memo)
@@ -52,10 +61,14 @@ def remembered(ufunc: Any, x: Any) -> Any:
     the forward call received, so the look-up is by identity.
     """
     stack = _MEMOS.stack
-    if stack and stack[-1]:
-        hit = stack[-1].get((ufunc, id(x)))
-        if hit is not None:
-            return hit
+    if stack:
+        memo = stack[-1]
+        if memo:  # empty unless the forward made large outputs (checking x's size costs W1 1%)
+            hit = memo.get((ufunc, id(x)))
+            if hit is not None:
+                return hit
+            if type(x) is np.ndarray and x.size >= SPLIT_SIZE:  # an expensive loop may be split
+                return parallel_call(ufunc, (x,))
     return ufunc(x)
 
 
