@@ -9,8 +9,12 @@ as the one-thread call.  PyTorch and XLA do the same for their element-wise
 kernels; without it a traced Hessian-vector product on 10^6 elements spends
 most of its time in single-threaded ``sin``/``cos``/``log1p`` loops.
 
-Only the recorder calls this, and only for rules marked element-wise
-(``Rule.elementwise``): the user's own NumPy code is never touched.
+The recorder calls this for the forward values of rules marked element-wise
+(``Rule.elementwise``), and a sweep for the ``cos(x)`` that ``sin``'s VJP needs
+when the forward did not compute it.  Only loops that took at least
+:data:`SPLIT_NS` per element on their first large call (timed, on one thread)
+are split: a product or a sum is bound by memory traffic, which more threads on
+the same memory did not speed up.
 
 Floating-point errors keep NumPy's meaning: the chunks run with the caller's
 error settings turned into flags, and if any chunk flags an error the caller
