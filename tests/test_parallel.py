@@ -253,3 +253,28 @@ def test_a_sweep_that_computes_cos_for_sin_splits_it(split, monkeypatch):
     got = tg.grad(lambda a: np.sum(np.sin(a)))(x)
     assert ufuncs == [np.cos]
     assert np.array_equal(_bits(got), _bits(np.cos(x)))
+
+
+def _warnings_of(fun, *args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fun(*args)
+    return result, sorted(str(w.message) for w in caught)
+
+
+def test_a_gradient_warns_and_raises_as_it_does_on_one_thread(split):
+    x = np.linspace(-3.0, 3.0, 9000)
+    x[5] = np.inf  # sin(inf): invalid, in the forward and in the sweep's cos
+    x[7000] = np.nan
+    fun = tg.grad(lambda a: np.sum(np.sin(a) * np.log1p(a * a)))
+    split_grad, split_warnings = _warnings_of(fun, x)
+    with np.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError):
+            fun(x)
+    parallel.set_num_threads(1)
+    whole_grad, whole_warnings = _warnings_of(fun, x)
+    assert split_warnings == whole_warnings and split_warnings  # the same warnings, and some
+    assert np.array_equal(_bits(split_grad), _bits(whole_grad))
+    with np.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError):
+            fun(x)
