@@ -278,3 +278,15 @@ def test_a_gradient_warns_and_raises_as_it_does_on_one_thread(split):
     with np.errstate(invalid="raise"):
         with pytest.raises(FloatingPointError):
             fun(x)
+
+
+def test_without_threads_the_calling_thread_computes_every_chunk(split, monkeypatch):
+    """A pool that cannot start threads (interpreter shutdown, a thread limit) is no error."""
+
+    class Refusing:
+        def submit(self, *args):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(parallel, "_get_pool", lambda workers: Refusing())
+    x = np.linspace(-3.0, 3.0, 10007)
+    assert np.array_equal(_bits(parallel.call(np.sin, (x,))), _bits(np.sin(x)))

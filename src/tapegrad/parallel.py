@@ -173,10 +173,19 @@ def _run(size: int, task: Callable[[int, int], None], threads: int) -> bool:
         with np.errstate(call=flag, **watched):
             task(start, min(start + step, size))
 
-    pool = _get_pool(threads - 1)
-    futures = [pool.submit(run, start) for start in range(step, size, step)]
+    starts = list(range(step, size, step))
+    futures = []
+    try:
+        pool = _get_pool(threads - 1)
+        while starts:
+            futures.append(pool.submit(run, starts[0]))
+            del starts[0]
+    except RuntimeError:  # no thread can start (interpreter shutdown, a thread limit)
+        pass  # this thread computes the chunks not handed over
     try:
         run(0)
+        for start in starts:
+            run(start)
     finally:
         for f in futures:
             f.result()
