@@ -46,20 +46,22 @@ def _values(rng, n, kind):
     return v
 
 
-def _elementwise_ufuncs():
+def _elementwise_ufuncs(char):
     seen = []
     for rule in RULE_TABLE:
         if rule is not None and rule.elementwise and type(rule.fun) is np.ufunc and rule.fun not in seen:
-            if parallel._has_float_loop(rule.fun, rule.fun.nin):
+            if parallel._has_loop(rule.fun, rule.fun.nin, char):
                 seen.append(rule.fun)
     return seen
 
 
-UFUNCS = _elementwise_ufuncs()
+UFUNCS = _elementwise_ufuncs("d")
+COMPLEX_UFUNCS = _elementwise_ufuncs("D")
 
 
 def test_the_element_wise_ufuncs_are_many():
-    assert len(UFUNCS) >= 40  # the parametrisation below covers the element-wise rules
+    # the parametrisations below cover the element-wise rules
+    assert len(UFUNCS) >= 40 and len(COMPLEX_UFUNCS) >= 20
 
 
 @pytest.mark.parametrize("ufunc", UFUNCS, ids=lambda u: u.__name__)
@@ -77,6 +79,24 @@ def test_split_calls_give_the_bits_of_one_call(split, ufunc):
             for ops in ((operands[0], scalar), (scalar, operands[0])):
                 with np.errstate(all="ignore"):
                     assert np.array_equal(_bits(parallel.call(ufunc, ops)), _bits(ufunc(*ops)))
+
+
+@pytest.mark.parametrize("ufunc", COMPLEX_UFUNCS, ids=lambda u: u.__name__)
+def test_split_complex_calls_give_the_bits_of_one_call(split, ufunc):
+    rng = np.random.default_rng(4)
+    n = 10007
+    with np.errstate(all="ignore"):
+        operands = [_values(rng, n, "any") + 1j * _values(rng, n, "any")[::-1] for _ in range(ufunc.nin)]
+        expected = ufunc(*operands)
+        got = parallel.call(ufunc, operands)
+    assert got.dtype == np.complex128 and got.shape == expected.shape
+    assert np.array_equal(_bits(got.view(np.float64)), _bits(expected.view(np.float64)))
+    if ufunc.nin == 2:
+        for scalar in (np.array(0.75 - 0.5j), 0.75 - 0.5j, 0.75):
+            ops = (operands[0], scalar)
+            with np.errstate(all="ignore"):
+                got, expected = parallel.call(ufunc, ops), ufunc(*ops)
+            assert np.array_equal(_bits(got.view(np.float64)), _bits(expected.view(np.float64)))
 
 
 def test_strided_and_two_dimensional_operands(split):
@@ -104,7 +124,9 @@ def test_what_is_not_split_is_computed_by_numpy_unchanged(split, monkeypatch):
         (np.sin, (np.asfortranarray(rng.standard_normal((80, 70))),)),  # not C-contiguous
         (np.ldexp, (x, np.ones(5000, dtype=np.int64))),  # no float64 loop of this arity
         (np.sin, (np.ma.masked_array(x),)),  # a subclass
-        (np.sin, (x.astype(np.complex128),)),
+        (np.multiply, (x, x.astype(np.complex128))),  # mixed dtypes: NumPy casts
+        (np.multiply, (x, 0.5j)),  # a complex scalar next to float64: NumPy promotes
+        (np.sin, (x.astype(">f8"),)),  # byte-swapped
     ]
     for ufunc, ops in cases:
         got = parallel.call(ufunc, ops)
@@ -129,7 +151,7 @@ def test_one_thread_never_splits(monkeypatch):
 def test_cheap_loops_are_not_split(monkeypatch):
     """Only loops measured (on their first large call) above SPLIT_NS per element are split."""
     monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
-    monkeypatch.setattr(parallel, "_COST", {np.add: 0.4, np.sin: 9.0})
+    monkeypatch.setattr(parallel, "_COST", {(np.add, "d"): 0.4, (np.sin, "d"): 9.0})
     calls = []
     real_run = parallel._run
     monkeypatch.setattr(parallel, "_run", lambda *a: calls.append(1) or real_run(*a))
@@ -142,7 +164,7 @@ def test_cheap_loops_are_not_split(monkeypatch):
         parallel.call(np.sin, (x,))
         assert calls == [1]
         parallel.call(np.cos, (x,))  # first large call: run whole and timed
-        assert calls == [1] and np.cos in parallel._COST
+        assert calls == [1] and (np.cos, "d") in parallel._COST
     finally:
         parallel.set_num_threads(before)
 
@@ -290,3 +312,21 @@ def test_without_threads_the_calling_thread_computes_every_chunk(split, monkeypa
     monkeypatch.setattr(parallel, "_get_pool", lambda workers: Refusing())
     x = np.linspace(-3.0, 3.0, 10007)
     assert np.array_equal(_bits(parallel.call(np.sin, (x,))), _bits(np.sin(x)))
+
+
+def _wave(x):
+    z = np.exp(1j * x) * np.log(x + 2j)  # complex128 arrays of 9000 elements
+    return np.sum(np.real(z * np.conj(np.sqrt(z + 3.0))))
+
+
+def test_complex_intermediates_give_the_same_bits(split, monkeypatch):
+    x = np.linspace(-2.0, 2.0, 9000)
+    v = np.cos(np.arange(9000.0))
+    runs = []
+    real_run = parallel._run
+    monkeypatch.setattr(parallel, "_run", lambda *a: runs.append(1) or real_run(*a))
+    split_results = (tg.grad(_wave)(x), tg.hvp(_wave)(x, v))
+    assert len(runs) >= 5
+    parallel.set_num_threads(1)
+    for a, b in zip(split_results, (tg.grad(_wave)(x), tg.hvp(_wave)(x, v))):
+        assert np.array_equal(_bits(a), _bits(b))

@@ -1,13 +1,14 @@
 """Large element-wise ufunc calls, split across a few threads.
 
 NumPy runs every ufunc loop on one thread.  For a one-output element-wise
-ufunc on large float64 arrays (``np.sin(x)`` with ``x`` of 10^6 elements) the
-output's elements are independent, so the call can be cut into contiguous
-chunks that run at once: NumPy releases the GIL inside the loop, and each
-element is computed by the very same loop, so the result has the same bits
-as the one-thread call.  PyTorch and XLA do the same for their element-wise
-kernels; without it a traced Hessian-vector product on 10^6 elements spends
-most of its time in single-threaded ``sin``/``cos``/``log1p`` loops.
+ufunc on large float64 or complex128 arrays (``np.sin(x)`` with ``x`` of 10^6
+elements) the output's elements are independent, so the call can be cut into
+contiguous chunks that run at once: NumPy releases the GIL inside the loop,
+and each element is computed by the very same loop, so the result has the
+same bits as the one-thread call.  PyTorch and XLA do the same for their
+element-wise kernels; without it a traced Hessian-vector product on 10^6
+elements spends a third of its time in single-threaded ``sin`` and ``cos``
+(and complex128 ``exp`` or ``log`` take 20-70 ns per element).
 
 The recorder calls this for the forward values of rules marked element-wise
 (``Rule.elementwise``), and a sweep for the ``cos(x)`` that ``sin``'s VJP needs
@@ -53,15 +54,16 @@ _MAX_DEFAULT = 8
 #: one thread and on two); sin, cos, log1p and hypot take 2-20 ns per element.
 SPLIT_NS = 2.0
 _FLOAT64 = np.dtype(np.float64)
+_COMPLEX128 = np.dtype(np.complex128)
 
 _lock = threading.Lock()
 _threads: Optional[int] = None
 _pool: Any = None
 _pool_pid: Optional[int] = None
-# Per ufunc: whether it has a float64 loop of its arity, so that float64
-# operands give a float64 output (``np.ldexp`` and friends do not qualify).
-_FLOAT_LOOP: dict = {}
-# Per ufunc: nanoseconds per element of its first large call (one thread).
+# Per (ufunc, arity, type char): whether it has a loop from that type to that type,
+# so that such operands give an output of their dtype (``np.ldexp`` does not qualify).
+_LOOPS: dict = {}
+# Per (ufunc, type char): nanoseconds per element of its first large call (one thread).
 _COST: dict = {}
 
 
@@ -112,29 +114,38 @@ def _get_pool(workers: int) -> Any:
     return _pool
 
 
-def _has_float_loop(ufunc: np.ufunc, nin: int) -> bool:
-    known = _FLOAT_LOOP.get(ufunc)
+def _has_loop(ufunc: np.ufunc, nin: int, char: str) -> bool:
+    """Whether ``ufunc`` has a one-output loop from ``nin`` operands of type ``char`` to it."""
+    key = (ufunc, nin, char)
+    known = _LOOPS.get(key)
     if known is None:
-        known = ufunc.nout == 1 and ("d" * nin + "->d") in ufunc.types
-        _FLOAT_LOOP[ufunc] = known
+        known = ufunc.nout == 1 and (char * nin + "->" + char) in ufunc.types
+        _LOOPS[key] = known
     return known
 
 
 def splittable(values: Sequence[Any], placeholders: bool = False) -> Optional[tuple]:
-    """The common shape of ``values`` when a call on them can be cut into flat chunks, else None.
+    """``(shape, dtype)`` shared by ``values`` when a call on them can be cut into flat chunks, else None.
 
-    Every value must be a float64 array of that shape with at least
-    :data:`MIN_SIZE` elements (C-contiguous, or 1-D with any stride, so that a
-    flat range of it is a view), a 0-d float64 array or a Python float (passed
-    whole to every chunk); with ``placeholders`` any other non-array object
-    (a pruned value the call does not read) is passed whole too.
+    Every value must be an array of one dtype, float64 or complex128, and one
+    shape with at least :data:`MIN_SIZE` elements (C-contiguous, or 1-D with
+    any stride, so that a flat range of it is a view), a 0-d array of that
+    dtype or a Python float (or, next to complex128 arrays, a Python complex),
+    each passed whole to every chunk; with ``placeholders`` any other non-array
+    object (a pruned value the call does not read) is passed whole too.
     """
-    shape = None
+    shape = dtype = None
+    has_complex = False
     for v in values:
         t = type(v)
         if t is np.ndarray:
-            if v.dtype is not _FLOAT64 and v.dtype != _FLOAT64:
-                return None
+            vtype = v.dtype
+            if dtype is None:
+                if vtype != _FLOAT64 and vtype != _COMPLEX128:
+                    return None
+                dtype = _FLOAT64 if vtype == _FLOAT64 else _COMPLEX128
+            elif vtype != dtype:
+                return None  # mixed: NumPy casts, which its own call does best
             if v.ndim == 0:
                 continue
             if shape is None:
@@ -145,9 +156,13 @@ def splittable(values: Sequence[Any], placeholders: bool = False) -> Optional[tu
                 return None
             if v.ndim > 1 and not v.flags.c_contiguous:
                 return None
-        elif t is not float and (not placeholders or isinstance(v, (np.ndarray, np.generic, int, complex))):
-            return None  # other arrays, Python ints and complex numbers: NumPy's own rules decide
-    return shape
+        elif t is complex:
+            has_complex = True
+        elif t is not float and (not placeholders or isinstance(v, (np.ndarray, np.generic, int))):
+            return None  # other arrays, NumPy scalars, Python ints: NumPy's own rules decide
+    if shape is None or (has_complex and dtype is not _COMPLEX128):
+        return None
+    return shape, dtype
 
 
 def _flat(values: Sequence[Any]) -> list:
@@ -195,25 +210,26 @@ def _run(size: int, task: Callable[[int, int], None], threads: int) -> bool:
 def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
     """``ufunc(*operands)``, split across threads when that gives the same bits faster.
 
-    Split only when ``ufunc`` is a one-output NumPy ufunc with a float64 loop
-    and the operands are :func:`splittable`; otherwise, and with one thread,
-    this is ``ufunc(*operands)``.
+    Split only when the operands are :func:`splittable`, ``ufunc`` is a NumPy
+    ufunc with a one-output loop from their dtype to it, and that loop took at
+    least :data:`SPLIT_NS` per element on its first large call; otherwise, and
+    with one thread, this is ``ufunc(*operands)``.
     """
     threads = _threads if _threads is not None else num_threads()
-    shape = None
-    if threads > 1 and type(ufunc) is np.ufunc and _has_float_loop(ufunc, len(operands)):
-        shape = splittable(operands)
-    if shape is None:
+    common = splittable(operands) if threads > 1 and type(ufunc) is np.ufunc else None
+    if common is None or not _has_loop(ufunc, len(operands), common[1].char):
         return ufunc(*operands)
-    cost = _COST.get(ufunc)
+    shape, dtype = common
+    key = (ufunc, dtype.char)
+    cost = _COST.get(key)
     if cost is None:  # the first large call runs on this thread alone, timed
         began = perf_counter()
         result = ufunc(*operands)
-        _COST[ufunc] = (perf_counter() - began) * 1e9 / prod(shape)
+        _COST[key] = (perf_counter() - began) * 1e9 / prod(shape)
         return result
     if cost < SPLIT_NS:
         return ufunc(*operands)
-    result = np.empty(shape, dtype=_FLOAT64)
+    result = np.empty(shape, dtype=dtype)
     flat_out = result.reshape(-1)
     flat = _flat(operands)
 
