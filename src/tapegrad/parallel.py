@@ -12,10 +12,10 @@ elements spends a third of its time in single-threaded ``sin`` and ``cos``
 
 The recorder calls this for the forward values of rules marked element-wise
 (``Rule.elementwise``), and a sweep for the ``cos(x)`` that ``sin``'s VJP needs
-when the forward did not compute it.  Only loops that took at least
-:data:`SPLIT_NS` per element on their first large call (timed, on one thread)
-are split: a product or a sum is bound by memory traffic, which more threads on
-the same memory did not speed up.
+when the forward did not compute it.  Only loops that take at least
+:data:`SPLIT_NS` per element (timed once, on a sample in cache) are split: a
+product or a sum is bound by memory traffic, which more threads on the same
+memory did not speed up.
 
 Floating-point errors keep NumPy's meaning: the chunks run with the caller's
 error settings turned into flags, and if any chunk flags an error the caller
@@ -47,12 +47,16 @@ MIN_SIZE = 1 << 18
 # every chunk as aligned as the whole array.
 _ALIGN = 1 << 10
 _MAX_DEFAULT = 8
-#: Only loops that took at least this many nanoseconds per element on their first
-#: large call are split.  Below it a loop is bound by memory traffic (an add or a
-#: product moves 24 bytes per element in about 0.5 ns on one core), which a second
-#: thread on the same memory did not speed up (measured: 1e6 products 0.49 ms on
-#: one thread and on two); sin, cos, log1p and hypot take 2-20 ns per element.
-SPLIT_NS = 2.0
+#: Only loops that take at least this many nanoseconds per element (measured once
+#: per ufunc and dtype, on a sample in cache: :func:`_loop_cost`) are split.  Below
+#: it a loop is bound by memory traffic, which a second thread on the same memory
+#: did not speed up (10^6 products: 0.495 ms on one thread, 0.491 ms on two; the
+#: sample measures 0.3-0.55 ns for add, multiply, divide, negative, square).  exp,
+#: log1p, sqrt and tanh measure 1.1-1.7 ns and ran 1.5-1.7x faster on two threads;
+#: sin and cos measure 8.5 ns, complex128 exp and log 20-70 ns.
+SPLIT_NS = 0.8
+# Elements in the sample that _loop_cost times (32 KiB of float64).
+_SAMPLE = 4096
 _FLOAT64 = np.dtype(np.float64)
 _COMPLEX128 = np.dtype(np.complex128)
 
@@ -63,7 +67,7 @@ _pool_pid: Optional[int] = None
 # Per (ufunc, arity, type char): whether it has a loop from that type to that type,
 # so that such operands give an output of their dtype (``np.ldexp`` does not qualify).
 _LOOPS: dict = {}
-# Per (ufunc, type char): nanoseconds per element of its first large call (one thread).
+# Per (ufunc, type char): nanoseconds per element of its loop (_loop_cost), measured once.
 _COST: dict = {}
 
 
@@ -207,13 +211,32 @@ def _run(size: int, task: Callable[[int, int], None], threads: int) -> bool:
     return bool(flagged)
 
 
+def _loop_cost(ufunc: np.ufunc, operands: Sequence[Any], dtype: np.dtype) -> float:
+    """Nanoseconds per element of ``ufunc``'s loop on the first :data:`_SAMPLE` elements of ``operands``.
+
+    Timed on copies small enough to stay in the core's cache (best of three,
+    after a warm-up call), so that it measures the loop's arithmetic: timing a
+    first large call measured page faults and cold caches instead (an add came
+    out at 8.7 ns per element, four times ``cos``'s real cost).
+    """
+    sample = [v.reshape(-1)[:_SAMPLE].copy() if type(v) is np.ndarray and v.ndim else v for v in operands]
+    out = np.empty(_SAMPLE, dtype=dtype)
+    best = float("inf")
+    with np.errstate(all="ignore"):  # the real call reports errors, not this sample
+        for _ in range(4):
+            began = perf_counter()
+            ufunc(*sample, out=out)
+            best = min(best, perf_counter() - began)
+    return best * 1e9 / _SAMPLE
+
+
 def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
     """``ufunc(*operands)``, split across threads when that gives the same bits faster.
 
     Split only when the operands are :func:`splittable`, ``ufunc`` is a NumPy
-    ufunc with a one-output loop from their dtype to it, and that loop took at
-    least :data:`SPLIT_NS` per element on its first large call; otherwise, and
-    with one thread, this is ``ufunc(*operands)``.
+    ufunc with a one-output loop from their dtype to it, and that loop takes at
+    least :data:`SPLIT_NS` per element; otherwise, and with one thread, this is
+    ``ufunc(*operands)``.
     """
     threads = _threads if _threads is not None else num_threads()
     common = splittable(operands) if threads > 1 and type(ufunc) is np.ufunc else None
@@ -222,11 +245,8 @@ def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
     shape, dtype = common
     key = (ufunc, dtype.char)
     cost = _COST.get(key)
-    if cost is None:  # the first large call runs on this thread alone, timed
-        began = perf_counter()
-        result = ufunc(*operands)
-        _COST[key] = (perf_counter() - began) * 1e9 / prod(shape)
-        return result
+    if cost is None:
+        cost = _COST[key] = _loop_cost(ufunc, operands, dtype)
     if cost < SPLIT_NS:
         return ufunc(*operands)
     result = np.empty(shape, dtype=dtype)
