@@ -210,6 +210,11 @@ def test_the_environment_variable_sets_the_default(monkeypatch):
     monkeypatch.setattr(parallel, "_threads", None)
     monkeypatch.delenv("TAPEGRAD_NUM_THREADS")
     assert 1 <= tg.num_threads() <= 8
+    default = tg.num_threads()
+    monkeypatch.setattr(parallel, "_threads", None)
+    monkeypatch.setenv("TAPEGRAD_NUM_THREADS", "two")
+    with pytest.warns(RuntimeWarning, match="TAPEGRAD_NUM_THREADS='two' is not a whole number"):
+        assert tg.num_threads() == default
 
 
 def _child(queue):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from math import prod
 from time import perf_counter
 from typing import Any, Callable, Optional, Sequence
@@ -77,8 +78,17 @@ def num_threads() -> int:
     if _threads is None:
         env = os.environ.get("TAPEGRAD_NUM_THREADS", "").strip()
         if env:
-            _threads = max(1, int(env))
-        else:
+            try:
+                _threads = max(1, int(env))
+            except ValueError:
+                warnings.warn(
+                    f"TAPEGRAD_NUM_THREADS={env!r} is not a whole number; using one thread per CPU "
+                    "(at most 8). Set it to 1 to turn splitting off.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                env = ""
+        if not env:
             try:
                 cpus = len(os.sched_getaffinity(0))
             except AttributeError:  # macOS, Windows
@@ -116,6 +126,18 @@ def _get_pool(workers: int) -> Any:
                 _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tapegrad")
                 _pool_pid = pid
     return _pool
+
+
+def _after_fork_in_child() -> None:
+    # The child has none of the parent's threads, and a lock another thread held at
+    # the fork stays held: start both afresh.
+    global _lock, _pool, _pool_pid
+    _lock = threading.Lock()
+    _pool = _pool_pid = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _has_loop(ufunc: np.ufunc, nin: int, char: str) -> bool:
