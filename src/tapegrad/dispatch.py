@@ -133,7 +133,7 @@ def record_unary(rule: Rule, a: Any) -> Any:
     tape = a._tape
     raw = a._value
     small = a._small
-    # Not small: an expensive loop on a large float64 array is split across threads
+    # Not small: an expensive loop on a large float64 or complex128 array is split across threads
     # (same bits; tapegrad.parallel).
     ans = rule.fun(raw) if small is not None or not rule.elementwise else parallel_call(rule.fun, (raw,))
     if not tape.recording:
@@ -269,7 +269,7 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
         raw = (value, constant) if argnum == 0 else (constant, value)
         parents = (argnum, pos, traced._index, traced._out)
     if small is None and rule.elementwise:
-        # Large float64 operands: an expensive loop is split across threads (same bits;
+        # Large float64 or complex128 operands: an expensive loop is split across threads (same bits;
         # tapegrad.parallel).
         ans = parallel_call(rule.fun, raw)
     else:
