@@ -21,7 +21,6 @@ from tapegrad.tape import Tape
 def split(monkeypatch):
     """Split every qualifying call of at least 3000 elements across 3 threads."""
     monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
-    monkeypatch.setattr(tg.memo, "SPLIT_SIZE", 3000)  # memo's copy of it
     monkeypatch.setattr(parallel, "SPLIT_NS", 0.0)
     monkeypatch.setattr(parallel, "_COST", {})
     before = parallel.num_threads()

@@ -12,9 +12,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import numpy as np
-
-from .parallel import MIN_SIZE as SPLIT_SIZE
 from .parallel import call as parallel_call
 
 __all__ = ["remembered", "recalled", "shared", "shared_so_far", "sweeping"]
@@ -63,12 +60,11 @@ def remembered(ufunc: Any, x: Any) -> Any:
     stack = _MEMOS.stack
     if stack:
         memo = stack[-1]
-        if memo:  # empty unless the forward made large outputs (checking x's size costs W1 1%)
+        if memo:  # empty unless the forward made large outputs (W1's small steps skip the call)
             hit = memo.get((ufunc, id(x)))
             if hit is not None:
                 return hit
-            if type(x) is np.ndarray and x.size >= SPLIT_SIZE:  # an expensive loop may be split
-                return parallel_call(ufunc, (x,))
+            return parallel_call(ufunc, (x,))  # a large array's expensive loop may be split
     return ufunc(x)
 
 
