@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .dispatch import strip
-from . import dropped
+from . import dropped, interception
 from .dropped import QUIET_CALLERS, conversion_error, is_conversion, translate
 from .errors import GradientDroppedError, UnsupportedFunctionError
 from .tracer import Tracer
@@ -138,8 +138,10 @@ def start() -> None:
     global _depth
     with _lock:
         _depth += 1
-        if _depth == 1 and _enabled():
-            _install()
+        if _depth == 1:
+            if _enabled():
+                _install()
+            interception.install()  # SciPy's door: tapegrad.interception
 
 
 def stop(exc: Optional[BaseException] = None) -> None:
@@ -155,6 +157,7 @@ def stop(exc: Optional[BaseException] = None) -> None:
             _depth -= 1
             if _depth == 0:
                 _uninstall()
+                interception.uninstall()
     if exc is not None:
         error = translate(exc)
         if error is not exc:

@@ -42,6 +42,8 @@ __all__ = [
     "function_name",
     "CONSTANT_ARG",
     "RULE_TABLE",
+    "INTERCEPTED",
+    "intercepted",
 ]
 
 #: A ``vjps`` entry for an argument that is non-differentiable by nature (a
@@ -142,6 +144,37 @@ DISPATCHED = "__tapegrad_dispatched__"
 UNTRACED = "__tapegrad_untraced__"
 
 
+#: SciPy's Python-level functions (and methods) whose calls tapegrad's SciPy door
+#: (:mod:`tapegrad.interception`) routes to their rule while a tape records:
+#: function -> ``(owner, attribute name, inspect_self)``.
+INTERCEPTED: dict = {}
+
+
+def intercepted(fun: Any, owner: Any = None, name: Optional[str] = None, inspect_self: bool = False) -> Any:
+    """Mark a SciPy function (or method) as reached through tapegrad's SciPy door.
+
+    Register its rule with :func:`defvjp`, :func:`defcomposite` or
+    :func:`defconstant` as for a NumPy function: ``defvjp(intercepted(f), ...)``.
+
+    Parameters
+    ----------
+    fun : callable
+        A Python function, or a method as found in its class's ``__dict__``.
+    owner, name : optional
+        For a compiled callable (no ``__code__`` to route): the module or class
+        whose attribute ``name`` holds it and is replaced while a tape records.
+    inspect_self : bool, default False
+        For a method: also route the call when the instance's attributes hold a
+        tracer (an interpolant built from traced data, called at plain points).
+
+    Returns
+    -------
+    fun
+    """
+    INTERCEPTED[fun] = (owner, name, inspect_self)
+    return fun
+
+
 def _check_reachable(fun: Any) -> None:
     """Refuse a key that calls on tracers can never reach: its rule would silently go unused.
 
@@ -153,6 +186,8 @@ def _check_reachable(fun: Any) -> None:
         if len(fun) == 2 and isinstance(fun[0], np.ufunc) and isinstance(fun[1], str):
             return
     elif isinstance(fun, np.ufunc) or hasattr(fun, "_implementation") or getattr(fun, DISPATCHED, False):
+        return
+    elif fun in INTERCEPTED:
         return
     elif str(getattr(fun, "__module__", None)).split(".")[0] == "numpy":
         return  # NumPy's C-level functions (np.asarray(..., like=x), np.concatenate) dispatch too

@@ -1,0 +1,272 @@
+"""SciPy's door: route calls of SciPy's Python-level functions to their rules while a tape records.
+
+SciPy converts its inputs (``np.asarray`` bound at import, ``asarray_chkfinite``,
+``x.flags``) or hands them to C, Cython and Fortran, so NumPy's protocols never
+see most of its calls.  tapegrad's rules for them are ordinary rules in the one
+table (:mod:`tapegrad.registry`), keyed by the SciPy function object itself and
+marked with :func:`tapegrad.registry.intercepted`; they live in
+``tapegrad/rules/scipy_*.py``, one module per SciPy module, imported the first
+time a tape records after that SciPy module was imported (``import tapegrad``
+never imports SciPy).
+
+How a call reaches its rule
+---------------------------
+While at least one tape records (the same window as :mod:`tapegrad.constructors`),
+each intercepted *Python* function ``f`` runs a *trampoline* instead of its own
+code: ``f.__code__`` is swapped for a small code object that calls the door with
+the call's arguments, and swapped back when the last window closes.  Because the
+function object stays the same, every way of reaching it works alike:
+``scipy.stats.norm.logpdf(x)``, ``from scipy.stats import norm``, a frozen
+``st.gamma(a).logpdf(x)`` (its method calls the class's), a module attribute
+looked up at call time, *and* a name bound early with
+``from scipy.ndimage import gaussian_filter`` at the top of a module.  The door
+then
+
+1. looks for a tracer among the positional and keyword arguments (one level of
+   lists and tuples; for methods registered with ``inspect_self``, also among
+   the instance's attributes): none, and it calls a copy of ``f`` that holds the
+   original code, so SciPy's own results and errors come back unchanged, at the
+   cost of one extra Python call;
+2. otherwise hands the call to :func:`tapegrad.dispatch.dispatch_function`, like
+   any NEP 18 call on a tracer: the rule records a node (primitive), runs
+   NumPy and SciPy calls on the tracers (composite), or returns constants.
+
+A rule's own SciPy calls on plain values run SciPy's code (step 1); on traced
+values (a VJP at second order) they come back through the door, so a Hessian is
+the Jacobian of a traced gradient here too.
+
+What it cannot reach
+--------------------
+Compiled callables (Cython and C functions, ``np.ufunc`` objects of
+``scipy.special`` aside, which NumPy already hands to tapegrad) have no
+``__code__`` to swap.  Those that have a rule are replaced by a wrapper on
+the attribute of their owner (module or class) given to ``intercepted`` for the
+same window, so ``module.f(...)`` works and a reference bound before recording
+does not; ``scipy.fft`` is reached through SciPy's own backend mechanism instead
+(:mod:`tapegrad.rules.scipy_fft`).  A call that reaches compiled code with a
+tracer still raises :class:`~tapegrad.errors.GradientDroppedError`.
+
+Opt out with ``TAPEGRAD_INTERCEPT_SCIPY=0`` in the environment or
+:func:`intercept_scipy` ``(False)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .binding import has_tracer
+from .dispatch import dispatch_function
+from .registry import INTERCEPTED
+from .tracer import Tracer
+
+__all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "RULE_MODULES"]
+
+#: SciPy module -> the tapegrad module holding its rules.  A rule module is imported
+#: when its SciPy module is already in ``sys.modules`` as a recording window opens.
+RULE_MODULES: Dict[str, str] = {
+    "scipy.stats": "tapegrad.rules.scipy_stats",
+    "scipy.ndimage": "tapegrad.rules.scipy_ndimage",
+    "scipy.signal": "tapegrad.rules.scipy_signal",
+    "scipy.interpolate": "tapegrad.rules.scipy_interpolate",
+    "scipy.fft": "tapegrad.rules.scipy_fft",
+    "scipy.linalg": "tapegrad.rules.scipy_linalg",
+    "scipy.spatial.transform": "tapegrad.rules.scipy_spatial",
+    "scipy.integrate": "tapegrad.solvers.integrate",
+    "scipy.optimize": "tapegrad.solvers.optimize",
+}
+
+_ENV_CHOICE = os.environ.get("TAPEGRAD_INTERCEPT_SCIPY", "").strip() != "0"
+_choice: Optional[bool] = None
+_lock = threading.RLock()
+_loaded: set = set()  # SciPy module names whose rule module was imported (or found missing)
+_installed = False
+_swaps: Dict[Any, "_Swap"] = {}  # function -> how to swap it (made once per function)
+_active: List["_Swap"] = []  # the swaps in place now
+
+
+def intercepting_scipy() -> bool:
+    """Whether SciPy's functions are routed to their rules in recording windows."""
+    return _ENV_CHOICE if _choice is None else _choice
+
+
+def intercept_scipy(enabled: bool = True) -> None:
+    """Switch tapegrad's SciPy door on or off for the rest of the process.
+
+    Overrides the ``TAPEGRAD_INTERCEPT_SCIPY`` environment variable (``0``
+    switches it off).  Off, SciPy functions called on tracers behave as they
+    did before the door existed: most raise
+    :class:`~tapegrad.errors.GradientDroppedError`.
+    """
+    global _choice
+    with _lock:
+        _choice = bool(enabled)
+        if not enabled:
+            uninstall()
+
+
+def load_rules(all_modules: bool = False) -> None:
+    """Import the rule modules of the SciPy modules already imported (or of all of them).
+
+    A rule module whose own imports fail (an older SciPy without that function)
+    is skipped here; its calls then fail as they did without the door.
+    """
+    with _lock:
+        for scipy_name, rule_module in RULE_MODULES.items():
+            if scipy_name in _loaded or (not all_modules and scipy_name not in sys.modules):
+                continue
+            _loaded.add(scipy_name)
+            try:
+                importlib.import_module(rule_module)
+            except ModuleNotFoundError as exc:
+                if exc.name not in (rule_module, scipy_name):
+                    raise
+
+
+# ---------------------------------------------------------------------- the window
+def install() -> None:
+    """Put the trampolines in place (called when the first recording window opens)."""
+    global _installed
+    if not intercepting_scipy() or "scipy" not in sys.modules:
+        return
+    with _lock:
+        if _installed:
+            return
+        if len(_loaded) < len(RULE_MODULES):
+            load_rules()
+        for fun, options in list(INTERCEPTED.items()):
+            swap = _swaps.get(fun)
+            if swap is None:
+                swap = _swaps[fun] = _Swap(fun, options)
+            swap.on()
+            _active.append(swap)
+        _installed = True
+
+
+def uninstall() -> None:
+    """Restore every intercepted function (called when the last recording window closes)."""
+    global _installed
+    with _lock:
+        while _active:
+            _active.pop().off()
+        _installed = False
+
+
+# ---------------------------------------------------------------------- one swap
+def _traced_self(obj: Any) -> bool:
+    state = getattr(obj, "__dict__", None)
+    return bool(state) and any(type(v) is Tracer or has_tracer(v) for v in state.values())
+
+
+def _make_door(key: Any, original: Callable[..., Any], inspect_self: bool) -> Callable[[tuple, dict], Any]:
+    def door(args: tuple, kwargs: dict) -> Any:
+        for a in args:
+            if type(a) is Tracer:
+                return dispatch_function(key, args, kwargs)
+        if has_tracer(args) or (kwargs and has_tracer(kwargs)) or (inspect_self and args and _traced_self(args[0])):
+            return dispatch_function(key, args, kwargs)
+        return original(*args, **kwargs)
+
+    return door
+
+
+_MISSING = object()
+_TRAMPOLINES: Dict[int, types.CodeType] = {}
+
+
+def _trampoline(nfree: int) -> types.CodeType:
+    """A code object ``(*args, _tapegrad_door_, **kwargs)`` with ``nfree`` free variables.
+
+    ``f.__code__`` may only be replaced by code with as many free variables as
+    ``f`` has closure cells; the trampoline names them in a branch that never runs.
+    """
+    code = _TRAMPOLINES.get(nfree)
+    if code is None:
+        cells = [f"_cell{i}" for i in range(nfree)]
+        lines = ["def _outer():"]
+        lines += [f"    {c} = None" for c in cells]
+        lines.append("    def trampoline(*args, _tapegrad_door_=None, **kwargs):")
+        if cells:
+            lines.append(f"        if _tapegrad_door_ is None: return ({', '.join(cells)},)")
+        lines.append("        return _tapegrad_door_(args, kwargs)")
+        lines.append("    return trampoline")
+        namespace: dict = {}
+        exec(compile("\n".join(lines), "<tapegrad door>", "exec"), namespace)
+        code = _TRAMPOLINES[nfree] = namespace["_outer"]().__code__
+    return code
+
+
+class _Swap:
+    """How one intercepted callable is routed to its rule, and back."""
+
+    __slots__ = ("fun", "code", "kwdefaults", "door_code", "door_kwdefaults", "owner", "name", "wrapper", "original")
+
+    def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool]) -> None:
+        owner, name, inspect_self = options
+        self.fun = fun
+        self.owner = self.name = self.wrapper = None
+        if isinstance(fun, types.FunctionType) and not (fun.__code__.co_flags & 0x3A0):  # no generators or coroutines
+            original = types.FunctionType(
+                fun.__code__, fun.__globals__, fun.__name__, fun.__defaults__, fun.__closure__
+            )
+            original.__kwdefaults__ = fun.__kwdefaults__
+            original.__dict__.update(fun.__dict__)
+            original.__qualname__ = fun.__qualname__
+            self.original = original
+            self.code = fun.__code__
+            self.kwdefaults = fun.__kwdefaults__
+            door = _make_door(fun, original, inspect_self)
+            replace = {"co_name": self.code.co_name, "co_filename": self.code.co_filename}
+            if sys.version_info >= (3, 11):
+                replace["co_qualname"] = self.code.co_qualname
+            self.door_code = _trampoline(len(self.code.co_freevars)).replace(**replace)
+            self.door_kwdefaults = dict(self.kwdefaults or {}, _tapegrad_door_=door)
+        elif owner is not None and name is not None:
+            # A compiled callable: only the attribute of its owner can be replaced.
+            self.owner, self.name, self.original = owner, name, fun
+            door = _make_door(fun, fun, inspect_self)
+            self.wrapper = _attribute_wrapper(fun, door)
+        else:
+            raise TypeError(f"cannot intercept {fun!r}: not a Python function, and no owner attribute given")
+
+    def on(self) -> None:
+        if self.wrapper is not None:
+            if getattr(self.owner, self.name, None) is self.fun:
+                setattr(self.owner, self.name, self.wrapper)
+            return
+        # Defaults first: the original code ignores the extra key, so a call in
+        # another thread between the two assignments still runs correctly.
+        self.fun.__kwdefaults__ = self.door_kwdefaults
+        self.fun.__code__ = self.door_code
+        # inspect.signature(fun) (binding traced keywords, SciPy's own checks) follows
+        # __wrapped__ to the copy with the original code, and so sees the real signature.
+        self.fun.__wrapped__ = self.original
+
+    def off(self) -> None:
+        if self.wrapper is not None:
+            if getattr(self.owner, self.name, None) is self.wrapper:
+                setattr(self.owner, self.name, self.fun)
+            return
+        if self.fun.__code__ is self.door_code:
+            self.fun.__code__ = self.code
+            self.fun.__kwdefaults__ = self.kwdefaults
+            wrapped = self.original.__dict__.get("__wrapped__", _MISSING)
+            if wrapped is _MISSING:
+                self.fun.__dict__.pop("__wrapped__", None)
+            else:
+                self.fun.__wrapped__ = wrapped
+
+
+def _attribute_wrapper(fun: Any, door: Callable[[tuple, dict], Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return door(args, kwargs)
+
+    wrapper.__name__ = getattr(fun, "__name__", "wrapper")
+    wrapper.__qualname__ = getattr(fun, "__qualname__", wrapper.__name__)
+    wrapper.__doc__ = getattr(fun, "__doc__", None)
+    wrapper.__wrapped__ = fun
+    return wrapper
