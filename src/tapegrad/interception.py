@@ -22,7 +22,8 @@ looked up at call time, *and* a name bound early with
 ``from scipy.ndimage import gaussian_filter`` at the top of a module.  The door
 then
 
-1. looks for a tracer among the positional and keyword arguments (one level of
+1. (unless the rule was registered with ``route_all``, for solvers whose callback
+   may close over tracers: then the rule decides) looks for a tracer among the positional and keyword arguments (one level of
    lists and tuples; for methods registered with ``inspect_self``, also among
    the instance's attributes): none, and it calls a copy of ``f`` that holds the
    original code, so SciPy's own results and errors come back unchanged, at the
@@ -64,7 +65,7 @@ from .dispatch import dispatch_function
 from .registry import INTERCEPTED
 from .tracer import Tracer
 
-__all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "RULE_MODULES"]
+__all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "original", "RULE_MODULES"]
 
 #: SciPy module -> the tapegrad module holding its rules.  A rule module is imported
 #: when its SciPy module is already in ``sys.modules`` as a recording window opens.
@@ -156,13 +157,31 @@ def uninstall() -> None:
         _installed = False
 
 
+def original(fun: Any) -> Callable[..., Any]:
+    """``fun`` with SciPy's own code, whether or not the door is in place now.
+
+    A ``route_all`` rule calls this when it finds nothing traced.
+    """
+    swap = _swaps.get(fun)
+    return fun if swap is None else swap.original
+
+
 # ---------------------------------------------------------------------- one swap
 def _traced_self(obj: Any) -> bool:
     state = getattr(obj, "__dict__", None)
     return bool(state) and any(type(v) is Tracer or has_tracer(v) for v in state.values())
 
 
-def _make_door(key: Any, original: Callable[..., Any], inspect_self: bool) -> Callable[[tuple, dict], Any]:
+def _make_door(
+    key: Any, original: Callable[..., Any], inspect_self: bool, route_all: bool
+) -> Callable[[tuple, dict], Any]:
+    if route_all:  # the rule itself decides (a solver whose callback closes over tracers)
+
+        def door_all(args: tuple, kwargs: dict) -> Any:
+            return dispatch_function(key, args, kwargs)
+
+        return door_all
+
     def door(args: tuple, kwargs: dict) -> Any:
         for a in args:
             if type(a) is Tracer:
@@ -205,8 +224,8 @@ class _Swap:
 
     __slots__ = ("fun", "code", "kwdefaults", "door_code", "door_kwdefaults", "owner", "name", "wrapper", "original")
 
-    def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool]) -> None:
-        owner, name, inspect_self = options
+    def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool, bool]) -> None:
+        owner, name, inspect_self, route_all = options
         self.fun = fun
         self.owner = self.name = self.wrapper = None
         if isinstance(fun, types.FunctionType) and not (fun.__code__.co_flags & 0x3A0):  # no generators or coroutines
@@ -219,7 +238,7 @@ class _Swap:
             self.original = original
             self.code = fun.__code__
             self.kwdefaults = fun.__kwdefaults__
-            door = _make_door(fun, original, inspect_self)
+            door = _make_door(fun, original, inspect_self, route_all)
             replace = {"co_name": self.code.co_name, "co_filename": self.code.co_filename}
             if sys.version_info >= (3, 11):
                 replace["co_qualname"] = self.code.co_qualname
@@ -228,7 +247,7 @@ class _Swap:
         elif owner is not None and name is not None:
             # A compiled callable: only the attribute of its owner can be replaced.
             self.owner, self.name, self.original = owner, name, fun
-            door = _make_door(fun, fun, inspect_self)
+            door = _make_door(fun, fun, inspect_self, route_all)
             self.wrapper = _attribute_wrapper(fun, door)
         else:
             raise TypeError(f"cannot intercept {fun!r}: not a Python function, and no owner attribute given")

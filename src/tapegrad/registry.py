@@ -146,11 +146,13 @@ UNTRACED = "__tapegrad_untraced__"
 
 #: SciPy's Python-level functions (and methods) whose calls tapegrad's SciPy door
 #: (:mod:`tapegrad.interception`) routes to their rule while a tape records:
-#: function -> ``(owner, attribute name, inspect_self)``.
+#: function -> ``(owner, attribute name, inspect_self, route_all)``.
 INTERCEPTED: dict = {}
 
 
-def intercepted(fun: Any, owner: Any = None, name: Optional[str] = None, inspect_self: bool = False) -> Any:
+def intercepted(
+    fun: Any, owner: Any = None, name: Optional[str] = None, inspect_self: bool = False, route_all: bool = False
+) -> Any:
     """Mark a SciPy function (or method) as reached through tapegrad's SciPy door.
 
     Register its rule with :func:`defvjp`, :func:`defcomposite` or
@@ -166,12 +168,17 @@ def intercepted(fun: Any, owner: Any = None, name: Optional[str] = None, inspect
     inspect_self : bool, default False
         For a method: also route the call when the instance's attributes hold a
         tracer (an interpolant built from traced data, called at plain points).
+    route_all : bool, default False
+        For a composite whose traced values may hide where no argument shows them
+        (a solver's callback closing over traced parameters): every call made while
+        a tape records goes to the rule, which must call the original itself when it
+        finds nothing traced (``registry.INTERCEPTED`` is not consulted for that).
 
     Returns
     -------
     fun
     """
-    INTERCEPTED[fun] = (owner, name, inspect_self)
+    INTERCEPTED[fun] = (owner, name, inspect_self, route_all)
     return fun
 
 
