@@ -233,12 +233,14 @@ add(np.column_stack, s(lambda x, y: np.column_stack([x, y]), normal(3), normal(3
 
 
 def _row_stack(x, y):
-    with warnings.catch_warnings():  # deprecated alias of vstack, still public
+    with warnings.catch_warnings():  # deprecated alias of vstack (NumPy 2.0), removed in 2.5
         warnings.simplefilter("ignore", DeprecationWarning)
         return np.row_stack([x, y])
 
 
-add(np.row_stack, s(_row_stack, _A, normal(3)))
+_row_stack_sample = s(_row_stack, _A, normal(3))  # drawn on every NumPy: later samples get the same inputs
+if hasattr(np, "row_stack"):
+    add(np.row_stack, _row_stack_sample)
 add(np.block, s(lambda a, b, c: np.block([[a, b], [c]]), normal(2, 2), normal(2, 1), normal(1, 3)))
 add(np.split, s(lambda x: np.split(x, 3, axis=1), _A))
 add(np.array_split, s(lambda x: np.array_split(x, 2, axis=1), _A))

@@ -218,9 +218,33 @@ def test_vdot_closed_form_complex():
      ((4, 2), (4, 3), {}), ((4, 3), (4, 2), {}), ((4, 2), (2,), {})],
 )
 def test_cross(sa, sb, kwargs):
+    a, b = rand(*sa), rand(*sb)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        check(lambda a, b: np.cross(a, b, **kwargs), rand(*sa), rand(*sb))
+        try:  # 2-element vectors: deprecated in NumPy 2.0, an error from 2.5
+            np.cross(a, b, **kwargs)
+        except ValueError as exc:
+            # tapegrad refuses exactly what the running NumPy refuses, with its message.
+            with pytest.raises(ValueError) as refused:
+                tg.grad(lambda a, b: np.sum(np.cross(a, b, **kwargs)), argnums=(0, 1))(a, b)
+            assert str(refused.value) == str(exc)
+            return
+        check(lambda a, b: np.cross(a, b, **kwargs), a, b)
+
+
+def test_cross_follows_the_running_numpy_on_2_vectors():
+    from tapegrad.rules.contractions import CROSSES_2_VECTORS
+
+    numpy_minor = tuple(int(p) for p in np.__version__.split(".")[:2])
+    assert CROSSES_2_VECTORS == (numpy_minor < (2, 5))
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if CROSSES_2_VECTORS:  # z = a0 b1 - a1 b0, so dz/da = (b1, -b0)
+            np.testing.assert_allclose(tg.grad(lambda a: np.cross(a, b))(a), [4.0, -3.0])
+        else:
+            with pytest.raises(ValueError, match="3-dimensional vectors"):
+                tg.grad(lambda a: np.cross(a, b))(a)
 
 
 def test_linalg_cross():

@@ -351,12 +351,36 @@ defcomposite(np.kron, _kron)
 
 
 # ---------------------------------------------------------------- cross products
+def _numpy_crosses_2_vectors() -> bool:
+    """Whether the running NumPy's ``np.cross`` accepts 2-element vectors.
+
+    NumPy 2.0 deprecated them (a ``DeprecationWarning``) and NumPy 2.5 removed them
+    (a ``ValueError``, as ``np.linalg.cross`` always did); the rule follows whichever
+    NumPy it runs on, asked once on plain arrays.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            np.cross(np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+        except ValueError:
+            return False
+    return True
+
+
+CROSSES_2_VECTORS = _numpy_crosses_2_vectors()
+
+
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
     a = np.moveaxis(a, axisa, -1)
     b = np.moveaxis(b, axisb, -1)
     na, nb = np.shape(a)[-1], np.shape(b)[-1]
+    if not CROSSES_2_VECTORS and (na != 3 or nb != 3):
+        raise ValueError(
+            "Both input arrays must be (arrays of) 3-dimensional vectors, "
+            f"but they are {na} and {nb} dimensional instead."
+        )
     if na not in (2, 3) or nb not in (2, 3):
         raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
     if na == 2 or nb == 2:
