@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence, Tuple, Union
 import numpy as np
 
 from .reverse import _normalize_argnums, grad, jacrev, vjp
-from .backward import basis_rows
+from .backward import basis_rows, strong_zeros
 from .requests import leading_batch
 from .tracer import Tracer
 from .tree import flatten, unflatten
@@ -126,7 +126,9 @@ def _push_forward(out: Any, pullback: Callable, tangents: Any) -> tuple:
     placeholders = [np.zeros(np.shape(y), dtype=np.result_type(y)) for y in out_leaves]
 
     def pulled_back(*cotangent_leaves: Any) -> tuple:
-        return pullback(unflatten(out_structure, list(cotangent_leaves)))
+        # The placeholders' zeros are not zeros of the map: no strong zeros in this sweep.
+        with strong_zeros("off"):
+            return pullback(unflatten(out_structure, list(cotangent_leaves)))
 
     # The pullback is linear in its cotangent: the VJP of that map is J u.
     at_zero, transpose = vjp(pulled_back, *placeholders)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import constructors as _constructors
-from .backward import as_seed
+from .backward import StrongZerosNeeded, as_seed, strong_zeros
 from .errors import TapeError, element_store_error
 from .lazy import guard_values  # Dask values stay lazy
 from .requests import (
@@ -205,8 +205,7 @@ def value_and_grad(
         or is boolean or integer (see :func:`grad`).
     """
 
-    @functools.wraps(fun)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def traced_gradient(args: tuple, kwargs: dict) -> tuple:
         tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
         _require_scalar(out, "grad")
         _require_differentiable_output(out, holomorphic)
@@ -214,6 +213,17 @@ def value_and_grad(
             _require_complex_inputs(sources)
         flat = _flat_sources(sources)
         results = gradient_request(tape, [out], flat, None, (), "zero", release=True)
+        return tape, out, aux, sources, single, results
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            tape, out, aux, sources, single, results = traced_gradient(args, kwargs)
+        except StrongZerosNeeded:
+            # The sweep found NaN after freeing the values it would need to sweep again
+            # with strong zeros: record once more (see backward.strong_zero).
+            with strong_zeros("on"):
+                tape, out, aux, sources, single, results = traced_gradient(args, kwargs)
         results = fresh_results(results)
         grads = _results_per_arg(sources, results, single)
         value = _lower(out, tape)
@@ -326,8 +336,7 @@ def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_siz
     over outputs.
     """
 
-    @functools.wraps(fun)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def traced_jacobian(args: tuple, kwargs: dict) -> tuple:
         tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
         tape.persistent = True
         flat = _flat_sources(sources)
@@ -337,9 +346,17 @@ def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_siz
             last = k == len(out_leaves) - 1
             results = fresh_results(jacobian_request(tape, y, flat, "zero", chunk_size, release=last))
             per_output.append(_results_per_arg(sources, results, single))
-        jac = unflatten(out_structure, per_output)
+        return unflatten(out_structure, per_output), _lower(aux, tape) if has_aux else None
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            jac, aux = traced_jacobian(args, kwargs)
+        except StrongZerosNeeded:  # NaN in the last sweep, whose values are freed: record again
+            with strong_zeros("on"):
+                jac, aux = traced_jacobian(args, kwargs)
         if has_aux:
-            return jac, _lower(aux, tape)
+            return jac, aux
         return jac
 
     return wrapper
