@@ -58,7 +58,8 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import warnings
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .binding import has_tracer
 from .dispatch import dispatch_function
@@ -87,7 +88,6 @@ _lock = threading.RLock()
 _loaded: set = set()  # SciPy module names whose rule module was imported (or found missing)
 _installed = False
 _swaps: Dict[Any, "_Swap"] = {}  # function -> how to swap it (made once per function)
-_active: List["_Swap"] = []  # the swaps in place now
 
 
 def intercepting_scipy() -> bool:
@@ -129,6 +129,27 @@ def load_rules(all_modules: bool = False) -> None:
 
 
 # ---------------------------------------------------------------------- the window
+def _plan() -> Tuple[list, list]:
+    """The swaps to make, as flat tuples (rebuilt only when a rule was intercepted since)."""
+    global _planned, _planned_size
+    if _planned_size != len(INTERCEPTED):
+        codes, attributes = [], []
+        for fun, options in list(INTERCEPTED.items()):
+            swap = _swaps.get(fun)
+            if swap is None:
+                swap = _swaps[fun] = _Swap(fun, options)
+            if swap.wrapper is None:
+                codes.append((swap.fun, swap.code, swap.door_code, swap.original, swap.wrapped))
+            else:
+                attributes.append(swap)
+        _planned, _planned_size = (codes, attributes), len(INTERCEPTED)
+    return _planned
+
+
+_planned: Tuple[list, list] = ([], [])
+_planned_size = 0
+
+
 def install() -> None:
     """Put the trampolines in place (called when the first recording window opens)."""
     global _installed
@@ -139,12 +160,16 @@ def install() -> None:
             return
         if len(_loaded) < len(RULE_MODULES):
             load_rules()
-        for fun, options in list(INTERCEPTED.items()):
-            swap = _swaps.get(fun)
-            if swap is None:
-                swap = _swaps[fun] = _Swap(fun, options)
+        codes, attributes = _plan()
+        # One window opens and closes around every gradient: this loop is its whole
+        # cost (two attribute writes per intercepted function).
+        for fun, _, door_code, original, _ in codes:
+            fun.__code__ = door_code
+            # inspect.signature(fun) (binding traced keywords, SciPy's own checks) follows
+            # __wrapped__ to the copy with the original code, and so sees the real signature.
+            fun.__wrapped__ = original
+        for swap in attributes:
             swap.on()
-            _active.append(swap)
         _installed = True
 
 
@@ -152,8 +177,18 @@ def uninstall() -> None:
     """Restore every intercepted function (called when the last recording window closes)."""
     global _installed
     with _lock:
-        while _active:
-            _active.pop().off()
+        if not _installed:
+            return
+        codes, attributes = _planned
+        for fun, code, door_code, _, wrapped in codes:
+            if fun.__code__ is door_code:
+                fun.__code__ = code
+                if wrapped is _MISSING:
+                    del fun.__wrapped__
+                else:
+                    fun.__wrapped__ = wrapped
+        for swap in attributes:
+            swap.off()
         _installed = False
 
 
@@ -194,27 +229,32 @@ def _make_door(
 
 
 _MISSING = object()
+_PLACEHOLDER = 7340033.25  # a constant the trampoline calls; replaced by the function's own door
 _TRAMPOLINES: Dict[int, types.CodeType] = {}
 
 
 def _trampoline(nfree: int) -> types.CodeType:
-    """A code object ``(*args, _tapegrad_door_, **kwargs)`` with ``nfree`` free variables.
+    """A code object ``(*args, **kwargs)`` that calls :data:`_PLACEHOLDER`, with ``nfree`` free variables.
 
     ``f.__code__`` may only be replaced by code with as many free variables as
     ``f`` has closure cells; the trampoline names them in a branch that never runs.
+    The door is a constant of the code (not a default or a global): a call that
+    entered the trampoline finishes through it even if the window closes meanwhile.
     """
     code = _TRAMPOLINES.get(nfree)
     if code is None:
-        cells = [f"_cell{i}" for i in range(nfree)]
+        cells = [f"_tapegrad_cell{i}" for i in range(nfree)]
         lines = ["def _outer():"]
         lines += [f"    {c} = None" for c in cells]
-        lines.append("    def trampoline(*args, _tapegrad_door_=None, **kwargs):")
+        lines.append("    def trampoline(*args, **kwargs):")
         if cells:
-            lines.append(f"        if _tapegrad_door_ is None: return ({', '.join(cells)},)")
-        lines.append("        return _tapegrad_door_(args, kwargs)")
+            lines.append(f"        if kwargs is args: return ({', '.join(cells)},)")
+        lines.append(f"        return ({_PLACEHOLDER!r})(args, kwargs)")
         lines.append("    return trampoline")
         namespace: dict = {}
-        exec(compile("\n".join(lines), "<tapegrad door>", "exec"), namespace)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # "'float' object is not callable"
+            exec(compile("\n".join(lines), "<tapegrad door>", "exec"), namespace)
         code = _TRAMPOLINES[nfree] = namespace["_outer"]().__code__
     return code
 
@@ -222,7 +262,7 @@ def _trampoline(nfree: int) -> types.CodeType:
 class _Swap:
     """How one intercepted callable is routed to its rule, and back."""
 
-    __slots__ = ("fun", "code", "kwdefaults", "door_code", "door_kwdefaults", "owner", "name", "wrapper", "original")
+    __slots__ = ("fun", "code", "door_code", "owner", "name", "wrapper", "original", "wrapped")
 
     def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool, bool]) -> None:
         owner, name, inspect_self, route_all = options
@@ -236,14 +276,18 @@ class _Swap:
             original.__dict__.update(fun.__dict__)
             original.__qualname__ = fun.__qualname__
             self.original = original
+            self.wrapped = fun.__dict__.get("__wrapped__", _MISSING)
             self.code = fun.__code__
-            self.kwdefaults = fun.__kwdefaults__
             door = _make_door(fun, original, inspect_self, route_all)
-            replace = {"co_name": self.code.co_name, "co_filename": self.code.co_filename}
+            template = _trampoline(len(self.code.co_freevars))
+            replace = {
+                "co_name": self.code.co_name,
+                "co_filename": self.code.co_filename,
+                "co_consts": tuple(door if c == _PLACEHOLDER else c for c in template.co_consts),
+            }
             if sys.version_info >= (3, 11):
                 replace["co_qualname"] = self.code.co_qualname
-            self.door_code = _trampoline(len(self.code.co_freevars)).replace(**replace)
-            self.door_kwdefaults = dict(self.kwdefaults or {}, _tapegrad_door_=door)
+            self.door_code = template.replace(**replace)
         elif owner is not None and name is not None:
             # A compiled callable: only the attribute of its owner can be replaced.
             self.owner, self.name, self.original = owner, name, fun
@@ -253,31 +297,13 @@ class _Swap:
             raise TypeError(f"cannot intercept {fun!r}: not a Python function, and no owner attribute given")
 
     def on(self) -> None:
-        if self.wrapper is not None:
-            if getattr(self.owner, self.name, None) is self.fun:
-                setattr(self.owner, self.name, self.wrapper)
-            return
-        # Defaults first: the original code ignores the extra key, so a call in
-        # another thread between the two assignments still runs correctly.
-        self.fun.__kwdefaults__ = self.door_kwdefaults
-        self.fun.__code__ = self.door_code
-        # inspect.signature(fun) (binding traced keywords, SciPy's own checks) follows
-        # __wrapped__ to the copy with the original code, and so sees the real signature.
-        self.fun.__wrapped__ = self.original
+        """Replace a compiled callable's attribute by the wrapper (code swaps are made by install)."""
+        if getattr(self.owner, self.name, None) is self.fun:
+            setattr(self.owner, self.name, self.wrapper)
 
     def off(self) -> None:
-        if self.wrapper is not None:
-            if getattr(self.owner, self.name, None) is self.wrapper:
-                setattr(self.owner, self.name, self.fun)
-            return
-        if self.fun.__code__ is self.door_code:
-            self.fun.__code__ = self.code
-            self.fun.__kwdefaults__ = self.kwdefaults
-            wrapped = self.original.__dict__.get("__wrapped__", _MISSING)
-            if wrapped is _MISSING:
-                self.fun.__dict__.pop("__wrapped__", None)
-            else:
-                self.fun.__wrapped__ = wrapped
+        if getattr(self.owner, self.name, None) is self.wrapper:
+            setattr(self.owner, self.name, self.fun)
 
 
 def _attribute_wrapper(fun: Any, door: Callable[[tuple, dict], Any]) -> Callable[..., Any]:
