@@ -329,8 +329,17 @@ def test_tracer_array_attributes():
     assert type(XP.asarray([1.0, 2.0])) is np.ndarray
 
 
+def _vendored_array_namespace():
+    """SciPy's own copy of array_api_compat's ``array_namespace`` (moved in SciPy 1.18)."""
+    try:
+        from scipy._external.array_api_compat import array_namespace
+    except ImportError:  # SciPy < 1.18
+        from scipy._lib.array_api_compat import array_namespace
+    return array_namespace
+
+
 def test_namespaces_of_nested_tapes_are_one_namespace():
-    from scipy._lib.array_api_compat import array_namespace
+    array_namespace = _vendored_array_namespace()
 
     x = np.array([0.3, 0.7])
     with tg.GradientTape() as outer:

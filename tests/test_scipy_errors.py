@@ -25,7 +25,8 @@ CASES = [
     ("scipy.signal.lfilter", lambda x: np.sum(ss.lfilter([1.0], [1.0, -0.5], x))),
     # a Cython memoryview: "a bytes-like object is required, not 'Tracer'"
     ("scipy.signal.sosfilt", lambda x: np.sum(ss.sosfilt([[1.0, 0.0, 0.0, 1.0, -0.5, 0.0]], x))),
-    # reads x.flags before handing the data to compiled code
+    # reads x.flags before handing the data to compiled code (SciPy < 1.18), or hands the
+    # tracer to a C function that wants an ndarray (1.18: "must be numpy.ndarray, not Tracer")
     ("scipy.linalg.expm", lambda x: np.sum(sl.expm(np.outer(x, x)))),
     ("scipy.interpolate.CubicSpline", lambda x: np.sum(si.CubicSpline(np.arange(6.0), x)(0.5))),
     ("scipy.linalg.cho_factor", lambda x: np.sum(sl.cho_factor(np.eye(6) + np.outer(x, x))[0])),

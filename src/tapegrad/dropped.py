@@ -241,6 +241,7 @@ _CONVERSION = re.compile(
     r"bytes-like object is required, not 'Tracer'"
     r"|got Tracer\b|Cannot convert Tracer\b"
     r"|Invoked with: .*Tracer\(level="
+    r"|must be numpy\.ndarray, not Tracer\b"  # CPython's argument parsing (SciPy 1.18's expm)
 )
 
 
@@ -249,9 +250,13 @@ _CONVERSION = re.compile(
 # object without ``__array_namespace__`` as read-only, so ``xpx.at(x, i).set(v)`` refuses.
 # SciPy's array-API mode also refuses a plain ndarray it built itself next to a tracer
 # ("Multiple namespaces"): that step mixes array types and cannot be traced as it is.
+# SciPy 1.18 moved its vendored array_api_compat and array_api_extra from scipy._lib
+# to scipy._external.
 _LIBRARY_REFUSALS = (
     ("scipy._lib.array_api_extra.", re.compile(r"^Can't update read-only array")),
+    ("scipy._external.array_api_extra.", re.compile(r"^Can't update read-only array")),
     ("scipy._lib.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
+    ("scipy._external.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
 )
 
 
