@@ -28,7 +28,21 @@ def function_name(fun: Any) -> str:
             if module.startswith(public):
                 return f"{public}.{name}"
         return f"numpy.{name}"
+    if module.startswith("scipy."):
+        return f"{_public_module(module, name)}.{name}"
     return f"{module}.{name}"
+
+
+def _public_module(module: str, qualname: str) -> str:
+    """``scipy.ndimage`` for ``scipy.ndimage._filters`` when the public module exports the name."""
+    parts = module.split(".")
+    for end in range(1, len(parts)):
+        if parts[end].startswith("_"):
+            public = ".".join(parts[:end])
+            if hasattr(sys.modules.get(public), qualname.split(".")[0]):
+                return public
+            break
+    return module
 
 
 def _ufunc_name(ufunc: np.ufunc) -> str:
