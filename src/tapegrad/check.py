@@ -493,7 +493,8 @@ def format_report(report: CheckReport, color: bool = False) -> str:
     out.append("  inputs: " + ", ".join(f"{np.shape(a)} {np.asarray(a).dtype}" for a in report.inputs)
                + f"; differentiating argument(s) {', '.join(map(str, report.argnums))}")
     out.append("")
-    out.append("NumPy functions called")
+    scipy_called = any(c.name.startswith("scipy.") for c in report.calls)
+    out.append("NumPy and SciPy functions called" if scipy_called else "NumPy functions called")
     rows = [["function", "kind", "calls", "note"]]
     rows += [[c.name, c.kind, str(c.count), c.note] for c in report.calls]
     if report.calls:
