@@ -59,6 +59,10 @@ CONSTANT_QUERIES = [
 defconstant(*CONSTANT_UFUNCS)
 defconstant(*CONSTANT_FUNCTIONS)
 defconstant(*CONSTANT_QUERIES)
+# Names a supported NumPy has and a newer one removed: registered only where present.
+# np.in1d: isin's old spelling, deprecated in NumPy 2.0, removed in 2.4.
+if hasattr(np, "in1d"):
+    defconstant(np.in1d)
 
 
 # ------------------------------------------------------------------ unique
