@@ -1,0 +1,434 @@
+"""Derivatives of ``scipy.stats`` distributions, reached through SciPy's door.
+
+Rules sit on the *base-class* methods (``rv_continuous.logpdf``,
+``rv_discrete.pmf``, ...), so every distribution of ``scipy.stats``, its
+frozen form and a user's own subclass are covered by the same code.  Each rule
+follows the public method's own steps:
+
+1. SciPy itself computes the result on plain values (``exact``): the returned
+   value is that array, bit for bit (:func:`with_value`), with SciPy's support,
+   argument checks, ``nan`` for invalid parameters and broadcasting;
+2. the entries SciPy evaluates its private method on (valid parameters, inside
+   the support) are gathered from the traced arguments, and the private method
+   (``_logpdf``, ``_cdf``, ...) is evaluated there on tracers, so its derivative
+   in ``x``, ``loc``, ``scale`` and every shape parameter comes from its own
+   NumPy / ``scipy.special`` code; the other entries are constants (``0``,
+   ``-inf``, ``nan``), whose derivative is zero and never ``nan``;
+3. where the private method need not be traced, the mathematics is used
+   instead: ``cdf``, ``sf``, ``logcdf``, ``logsf`` with plain shape parameters
+   are primitives whose derivative in the standardized ``x`` is the density
+   (so a ``_cdf`` computed by numerical integration or compiled code still has
+   its derivative in ``x``, ``loc`` and ``scale``), and ``ppf``/``isf`` are
+   primitives with ``1 / pdf(ppf(q))``; with traced shape parameters the
+   quantile is two Newton steps on ``cdf(z) = q`` taken from SciPy's exact
+   answer (value unchanged, first and second derivatives those of the implicit
+   function).
+
+A private method that cannot be traced in a parameter that is traced raises
+:class:`~tapegrad.errors.NonDifferentiableArgumentError` naming the
+distribution, the method and the parameter, never a silent zero.  Discrete
+distributions are differentiated in their shape parameters; their argument
+``k`` and ``loc`` are integer-valued (a traced one is an error), and ``ppf``
+and ``isf`` are step functions (an error too).
+
+The multivariate ``multivariate_normal``, ``multivariate_t`` and ``dirichlet``
+are composites of NumPy linear algebra and ``scipy.special`` calls
+(:mod:`tapegrad.rules.scipy_stats_multivariate`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, List, Sequence
+
+import numpy as np
+from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete, rv_frozen
+
+from ..dispatch import primitive
+from ..errors import NonDifferentiableArgumentError, TapegradError, UnsupportedFunctionError
+from ..registry import defcomposite, defvjp, intercepted
+from ..tracer import Tracer, strip
+
+__all__ = ["CONTINUOUS_METHODS", "DISCRETE_METHODS", "with_value"]
+
+CONTINUOUS_METHODS = ("pdf", "logpdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf")
+DISCRETE_METHODS = ("pmf", "logpmf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf")
+_TAILS = ("cdf", "logcdf", "sf", "logsf")
+
+
+# ---------------------------------------------------------------- small helpers
+def _traced(v: Any) -> bool:
+    return type(v) is Tracer
+
+
+def _as_arg(v: Any) -> Any:
+    """A tracer as it is; anything else (a list of tracers included) as an array."""
+    return v if type(v) is Tracer else np.asarray(v)
+
+
+def _plain(v: Any) -> np.ndarray:
+    return np.asarray(strip(v))
+
+
+def _shape_names(dist: Any, n: int) -> List[str]:
+    names = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
+    return names + [f"shape parameter {i}" for i in range(len(names), n)]
+
+
+def _where(dist: Any, method: str) -> str:
+    return f"scipy.stats.{getattr(dist, 'name', type(dist).__name__)}.{method}"
+
+
+def _with_value_impl(traced: Any, exact: Any) -> Any:
+    return exact
+
+
+#: ``with_value(t, exact)`` is ``exact`` with the derivative of ``t``: the value a
+#: rule returns is SciPy's own result bit for bit, whatever rounding the traced
+#: evaluation of the private method has.
+with_value = primitive(_with_value_impl)
+defvjp(with_value, lambda g, ans, traced, exact: g, None)
+
+
+def _gather(v: Any, shape: tuple, cond: np.ndarray) -> Any:
+    """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d)."""
+    return np.broadcast_to(v, shape)[cond]
+
+
+def _scatter(vals: Any, cond: np.ndarray, fill: np.ndarray) -> Any:
+    """``fill`` with ``vals`` written where ``cond`` holds, traced like ``vals``."""
+    base = np.where(cond, 0.0, fill)
+    out = np.zeros_like(vals, shape=cond.shape) + base
+    out[cond] = vals
+    return out
+
+
+def _result(traced: Any, exact: Any) -> Any:
+    return with_value(traced, np.asarray(exact))
+
+
+def _constant(exact: Any, refs: Sequence[Any]) -> Any:
+    """``exact`` as a traced constant (the derivative is zero everywhere)."""
+    ref = max((r for r in refs if _traced(r)), key=lambda r: r._tape.level, default=None)
+    if ref is None:
+        return exact
+    return np.zeros_like(ref, shape=np.shape(exact), dtype=np.result_type(exact)) + np.asarray(exact)
+
+
+def _cannot(dist: Any, method: str, params: Sequence[str], exc: BaseException) -> NonDifferentiableArgumentError:
+    which = ", ".join(params)
+    return NonDifferentiableArgumentError(
+        f"tapegrad cannot differentiate {_where(dist, method)} with respect to {which}: the private "
+        f"code SciPy runs for {method} on this distribution cannot be traced there "
+        f"({type(exc).__name__}: {exc}). Pass {which} as plain values (or wrap them in "
+        "tapegrad.stop_gradient) to treat them as constants."
+    )
+
+
+def _check_integral(dist: Any, method: str, shapes: tuple, shv: tuple) -> None:
+    """Refuse a traced shape parameter that SciPy accepts only at whole numbers.
+
+    Such a parameter (``binom``'s ``n``, ``hypergeom``'s ``M``) makes every
+    non-integer value invalid: the method has no derivative there.  Parameters
+    that SciPy marks integral but accepts at any real value (``nbinom``'s ``n``)
+    are differentiated like the others.
+    """
+    try:
+        infos = dist._shape_info()
+    except Exception:  # a user's distribution without parameter information
+        return
+    valid = np.asarray(dist._argcheck(*shv), dtype=bool)
+    for i, (info, s) in enumerate(zip(infos, shapes)):
+        if not (_traced(s) and getattr(info, "integrality", False)):
+            continue
+        nudged = list(shv)
+        nudged[i] = shv[i] + 0.5
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            still = np.asarray(dist._argcheck(*nudged), dtype=bool)
+        if np.any(valid & ~still):
+            raise NonDifferentiableArgumentError(
+                f"tapegrad cannot differentiate {_where(dist, method)} with respect to {info.name}: "
+                f"SciPy accepts only whole numbers for {info.name} (any other value gives nan), so "
+                f"there is no derivative. Pass {info.name} as a plain value (or "
+                f"tapegrad.stop_gradient({info.name}))."
+            )
+
+
+# ---------------------------------------------------------------- primitives in the standardized x
+def _tail_impl(dist: Any, method: str, z: Any, shapes: tuple) -> Any:
+    return getattr(dist, "_" + method)(z, *shapes)
+
+
+def _tail_vjp(g: Any, ans: Any, dist: Any, method: str, z: Any, shapes: tuple) -> Any:
+    # d cdf/dz = pdf, d sf/dz = -pdf, d log cdf/dz = pdf / cdf = exp(logpdf - logcdf).
+    if method == "cdf":
+        return g * dist._pdf(z, *shapes)
+    if method == "sf":
+        return -g * dist._pdf(z, *shapes)
+    ratio = np.exp(dist._logpdf(z, *shapes) - ans)
+    return g * ratio if method == "logcdf" else -g * ratio
+
+
+_tail = primitive(_tail_impl)
+defvjp(_tail, None, None, _tail_vjp, None)
+
+
+def _quantile_impl(dist: Any, method: str, q: Any, shapes: tuple) -> Any:
+    return getattr(dist, "_" + method)(q, *shapes)
+
+
+def _quantile_vjp(g: Any, ans: Any, dist: Any, method: str, q: Any, shapes: tuple) -> Any:
+    # cdf(ppf(q)) = q: d ppf/dq = 1 / pdf(ppf(q)); sf(isf(q)) = q: d isf/dq = -1 / pdf(isf(q)).
+    density = dist._pdf(ans, *shapes)
+    return g / density if method == "ppf" else -g / density
+
+
+_quantile = primitive(_quantile_impl)
+defvjp(_quantile, None, None, _quantile_vjp, None)
+
+
+def _newton_quantile(dist: Any, method: str, q: Any, shapes: Sequence[Any], shapes0: Sequence[Any]) -> Any:
+    """SciPy's quantile with the derivatives of the implicit function ``F(z, shapes) = q``.
+
+    Two Newton steps on ``F(z) - q - (F(z0) - q0)`` from SciPy's root ``z0``: the
+    value stays ``z0`` (the residual is zero by construction), one step makes the
+    first derivatives exact and the second the second derivatives.
+    """
+    q0 = _plain(q)
+    z0 = getattr(dist, "_" + method)(q0, *shapes0)
+    tail = dist._cdf if method == "ppf" else dist._sf
+    sign = 1.0 if method == "ppf" else -1.0
+    offset = tail(z0, *shapes0) - q0
+    z = z0
+    for _ in range(2):
+        residual = tail(z, *shapes) - q - offset
+        z = z - residual / (sign * dist._pdf(z, *shapes))
+    return z
+
+
+# ---------------------------------------------------------------- continuous distributions
+def _continuous_rule(method: str) -> Callable[..., Any]:
+    public = getattr(rv_continuous, method)
+
+    def impl(self: Any, x: Any, *args: Any, **kwds: Any) -> Any:
+        shapes, loc, scale = self._parse_args(*args, **kwds)
+        x, loc, scale = _as_arg(x), _as_arg(loc), _as_arg(scale)
+        shapes = tuple(_as_arg(s) for s in shapes)
+        xv, lv, sv = _plain(x), _plain(loc), _plain(scale)
+        shv = tuple(_plain(s) for s in shapes)
+        # SciPy's own answer (no tracer left: the door runs SciPy's code).
+        exact = public(self, xv, *shv, loc=lv, scale=sv)
+        refs = (x, loc, scale) + shapes
+        traced_shapes = [i for i, s in enumerate(shapes) if _traced(s)]
+        if traced_shapes:
+            _check_integral(self, method, shapes, shv)
+
+        cond0 = self._argcheck(*shv) & (sv > 0)
+        boundary = []  # (mask, bound) entries whose value is a support bound * scale + loc
+        if method in ("ppf", "isf"):
+            cond0 = cond0 & (lv == lv)
+            cond = cond0 & (0 < xv) & (xv < 1)
+            a_mask, b_mask = cond0 & (xv == 0), cond0 & (xv == 1)
+            if method == "isf":
+                a_mask, b_mask = b_mask, a_mask
+            boundary = [(a_mask, 0), (b_mask, 1)]
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z0 = np.asarray((xv - lv) / sv, dtype=np.promote_types(xv.dtype, np.float64))
+            support = self._support_mask if method in ("pdf", "logpdf") else self._open_support_mask
+            cond = cond0 & support(z0, *shv) & (sv > 0)
+        cond = np.asarray(cond, dtype=bool)
+        shape = cond.shape
+        pieces = []
+        if cond.any():
+            pieces.append((cond, _valid_entries(self, method, x, loc, scale, shapes, shv, cond, traced_shapes)))
+        for mask, end in boundary:
+            mask = np.broadcast_to(mask, shape)
+            if mask.any() and (_traced(loc) or _traced(scale) or traced_shapes):
+                pieces.append((mask, _bound_entries(self, method, loc, scale, shapes, mask, end)))
+        if not any(_traced(v) for _, v in pieces):
+            return _constant(exact, refs)
+        fill = np.asarray(exact, dtype=np.float64)
+        for mask, _ in pieces:
+            fill = np.where(mask, 0.0, fill)
+        out = None
+        for mask, vals in pieces:
+            if not _traced(vals):
+                continue
+            if out is None:
+                out = np.zeros_like(vals, shape=shape) + fill
+            out[mask] = vals
+        return _result(out, exact)
+
+    impl.__name__ = f"{method}_rule"
+    impl.__doc__ = f"Traced ``rv_continuous.{method}``: SciPy's value, derivatives from its private methods."
+    return impl
+
+
+def _valid_entries(
+    self: Any, method: str, x: Any, loc: Any, scale: Any, shapes: tuple, shv: tuple, cond: np.ndarray,
+    traced_shapes: List[int],
+) -> Any:
+    """The method's values on the entries SciPy evaluates its private method on (traced)."""
+    shape = cond.shape
+    xs, ls, ss = (_gather(v, shape, cond) for v in (x, loc, scale))
+    shs = tuple(_gather(s, shape, cond) for s in shapes)
+    shs0 = tuple(_gather(s, shape, cond) for s in shv)
+    names = _shape_names(self, len(shapes))
+    try:
+        if method in ("ppf", "isf"):
+            if traced_shapes:
+                z = _newton_quantile(self, method, xs, shs, shs0)
+            else:
+                z = _quantile(self, method, xs, shs0)
+            return z * ss + ls
+        z = (xs - ls) / ss
+        if np.result_type(z) != np.float64:
+            z = z.astype(np.float64)
+        if method == "pdf":
+            return self._pdf(z, *shs) / ss
+        if method == "logpdf":
+            return self._logpdf(z, *shs) - np.log(ss)
+        if traced_shapes:
+            return getattr(self, "_" + method)(z, *shs)
+        return _tail(self, method, z, shs0)
+    except Exception as exc:
+        params = [names[i] for i in traced_shapes]
+        if not params or method in ("pdf", "logpdf"):
+            params = [n for n, v in (("x" if method not in ("ppf", "isf") else "q", x), ("loc", loc), ("scale", scale))
+                      if _traced(v)] + params
+        raise _cannot(self, method, params or ["its arguments"], exc) from exc
+
+
+def _bound_entries(self: Any, method: str, loc: Any, scale: Any, shapes: tuple, mask: np.ndarray, end: int) -> Any:
+    """``ppf(0)``, ``ppf(1)`` (``isf`` alike): a support bound times ``scale`` plus ``loc``."""
+    shape = mask.shape
+    shs = tuple(_gather(s, shape, mask) for s in shapes)
+    try:
+        bound = self._get_support(*shs)[end]
+    except Exception as exc:
+        params = [n for n, s in zip(_shape_names(self, len(shapes)), shapes) if _traced(s)]
+        raise _cannot(self, method, params, exc) from exc
+    bound = np.broadcast_to(bound, np.shape(shs[0]) if shs else (int(mask.sum()),))
+    ls, ss = _gather(loc, shape, mask), _gather(scale, shape, mask)
+    finite = np.isfinite(strip(bound))
+    if finite.all():
+        return bound * ss + ls
+    # An infinite bound is a constant (its derivative is zero; inf * 0 would be nan).
+    out = np.zeros_like(ls + ss + bound, dtype=np.float64) + np.where(finite, 0.0, _plain(bound))
+    out[finite] = (bound * ss + ls)[finite]
+    return out
+
+
+# ---------------------------------------------------------------- discrete distributions
+def _discrete_rule(method: str) -> Callable[..., Any]:
+    public = getattr(rv_discrete, method)
+
+    def impl(self: Any, k: Any, *args: Any, **kwds: Any) -> Any:
+        shapes, loc, _ = self._parse_args(*args, **kwds)
+        k, loc = _as_arg(k), _as_arg(loc)
+        shapes = tuple(_as_arg(s) for s in shapes)
+        arg = "q" if method in ("ppf", "isf") else "k"
+        for name, v in ((arg, k), ("loc", loc)):
+            if _traced(v):
+                raise NonDifferentiableArgumentError(
+                    f"tapegrad cannot differentiate {_where(self, method)} with respect to {name}: "
+                    + ("the quantile of a discrete distribution is a step function of q"
+                       if name == "q" else
+                       f"a discrete distribution's {name} is integer-valued")
+                    + f". Pass {name} as a plain array (or tapegrad.stop_gradient({name}))."
+                )
+        kv, lv = _plain(k), _plain(loc)
+        shv = tuple(_plain(s) for s in shapes)
+        exact = public(self, kv, *shv, loc=lv)
+        traced_shapes = [i for i, s in enumerate(shapes) if _traced(s)]
+        names = _shape_names(self, len(shapes))
+        if method in ("ppf", "isf"):
+            if traced_shapes:
+                raise NonDifferentiableArgumentError(
+                    f"tapegrad cannot differentiate {_where(self, method)} with respect to "
+                    f"{', '.join(names[i] for i in traced_shapes)}: the quantile of a discrete "
+                    "distribution is integer-valued, a step function of its parameters. Pass them "
+                    "as plain values (or tapegrad.stop_gradient) to treat them as constants."
+                )
+            return _constant(exact, shapes)
+        if traced_shapes:
+            _check_integral(self, method, shapes, shv)
+        a, b = self._get_support(*shv)
+        kk = np.asarray(kv - lv)
+        cond0 = self._argcheck(*shv)
+        if method in ("pmf", "logpmf"):
+            cond1 = (kk >= a) & (kk <= b)
+            if not isinstance(self, _rv_sample):
+                cond1 = cond1 & self._nonzero(kk, *shv)
+            cond = cond0 & cond1
+        else:
+            cond = cond0 & (kk >= a) & (kk < b)
+            if method in ("cdf", "sf"):
+                cond = cond & np.isfinite(kk)
+        cond = np.asarray(cond, dtype=bool)
+        if not cond.any() or not traced_shapes:
+            return _constant(exact, shapes)
+        shape = cond.shape
+        ks = _gather(kk, shape, cond)
+        shs = tuple(_gather(s, shape, cond) for s in shapes)
+        try:
+            vals = getattr(self, "_" + method)(ks, *shs)
+        except Exception as exc:
+            raise _cannot(self, method, [names[i] for i in traced_shapes], exc) from exc
+        if not _traced(vals):
+            return _constant(exact, shapes)
+        return _result(_scatter(vals, cond, np.asarray(exact, dtype=np.float64)), exact)
+
+    impl.__name__ = f"{method}_rule"
+    impl.__doc__ = f"Traced ``rv_discrete.{method}``: SciPy's value, derivatives in the shape parameters."
+    return impl
+
+
+try:
+    from scipy.stats._distn_infrastructure import rv_sample as _rv_sample
+except ImportError:  # pragma: no cover - every SciPy this rule module supports has it
+    _rv_sample = ()
+
+
+# ---------------------------------------------------------------- frozen distributions
+def _frozen_init(self: Any, dist: Any, *args: Any, **kwds: Any) -> None:
+    # SciPy's constructor computes the support from the shape parameters: on plain
+    # values here; the frozen methods pass the traced ones to the distribution.
+    rv_frozen.__init__(self, dist, *(strip(a) for a in args), **{k: strip(v) for k, v in kwds.items()})
+    self.args = args
+    self.kwds = kwds
+
+
+# ---------------------------------------------------------------- other methods: clear errors
+def _unsupported(name: str) -> Callable[..., Any]:
+    def impl(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedFunctionError(
+            f"scipy.stats.{getattr(self, 'name', type(self).__name__)}.{name}",
+            "tapegrad differentiates the pdf/logpdf/pmf/logpmf/cdf/logcdf/sf/logsf/ppf/isf "
+            "methods of scipy.stats distributions; compute this quantity from those, or pass "
+            "plain parameters.",
+        )
+
+    return impl
+
+
+def _register() -> None:
+    for method in CONTINUOUS_METHODS:
+        defcomposite(intercepted(rv_continuous.__dict__[method]), _continuous_rule(method))
+    for method in DISCRETE_METHODS:
+        defcomposite(intercepted(rv_discrete.__dict__[method]), _discrete_rule(method))
+    defcomposite(intercepted(rv_frozen.__dict__["__init__"]), _frozen_init)
+    from scipy.stats._distn_infrastructure import rv_generic
+
+    for owner in (rv_generic, rv_continuous, rv_discrete):
+        for name in ("rvs", "stats", "entropy", "moment", "median", "mean", "var", "std", "interval",
+                     "expect", "nnlf", "fit", "fit_loc_scale", "logrvs"):
+            fun = owner.__dict__.get(name)
+            if callable(fun) and getattr(fun, "__code__", None) is not None:
+                defcomposite(intercepted(fun), _unsupported(name))
+
+
+_register()
+
