@@ -1,0 +1,215 @@
+"""Derivatives of scipy.ndimage's linear filters: every adjoint against SciPy's own dense matrix.
+
+For an operator linear in its input, the matrix is built by applying SciPy
+itself (no tracer) to the basis arrays; tapegrad's VJP of each basis cotangent
+(one batched sweep, ``tg.jacobian``) and of a random cotangent must equal its
+transpose, for every boundary mode and several origins.  Weights and ``cval``
+enter bilinearly / affinely and are checked at first and second order against
+finite differences.
+"""
+
+import numpy as np
+import pytest
+import scipy.ndimage
+from scipy import ndimage
+from scipy.ndimage import convolve, correlate1d, gaussian_filter
+
+import tapegrad as tg
+from tapegrad.errors import GradientDroppedError, NonDifferentiableArgumentError
+from tapegrad.testing import check_grads
+
+nd = scipy.ndimage
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-wrap", "grid-constant", "grid-mirror"]
+rng = np.random.default_rng(11)
+X = rng.standard_normal((5, 6))
+W1 = np.array([0.7, -1.2, 2.0, 0.4])
+W2 = np.array([[0.5, -1.0], [2.0, 0.3], [-0.7, 1.1]])
+
+
+def dense(fun, x):
+    """The matrix of the linear part of ``fun`` at ``x``'s shape, from SciPy alone (no tracer)."""
+    zero = fun(np.zeros_like(x))
+    cols = [(fun(e.reshape(x.shape)) - zero).ravel() for e in np.eye(x.size, dtype=x.dtype)]
+    return np.stack(cols, axis=1)
+
+
+def assert_adjoint(fun, x):
+    """tapegrad's VJPs of ``fun`` equal the transpose of SciPy's dense matrix; the forward equals SciPy's."""
+    m = dense(fun, x)
+    out, vjp_fun = tg.vjp(fun, x)
+    assert np.array_equal(out, fun(x)) and out.dtype == fun(x).dtype
+    # every basis cotangent at once (a batched sweep) ...
+    basis = np.eye(m.shape[0]).reshape((m.shape[0],) + out.shape)
+    np.testing.assert_allclose(vjp_fun(basis)[0].reshape(m.shape[0], -1), m, rtol=1e-12, atol=1e-13)
+    # ... and one random cotangent alone
+    c = rng.standard_normal(out.shape)
+    np.testing.assert_allclose(vjp_fun(c)[0].ravel(), m.T @ c.ravel(), rtol=1e-12, atol=1e-12)
+
+
+# Every filter that is linear in its input, as users call it (module attribute, early-bound
+# names, keyword arguments), with origins that move the window both ways.
+FILTERS = {
+    "correlate1d": lambda m: lambda x: correlate1d(x, W1, axis=0, mode=m, cval=0.3, origin=-1),
+    "correlate1d-origin": lambda m: lambda x: nd.correlate1d(x, weights=W1[:3], mode=m, origin=1),
+    "correlate1d-long": lambda m: lambda x: nd.correlate1d(x, np.arange(1.0, 13.0), 1, None, m),
+    "convolve1d": lambda m: lambda x: ndimage.convolve1d(x, W1, axis=1, mode=m, origin=1),
+    "correlate": lambda m: lambda x: nd.correlate(x, W2, mode=m, cval=-0.5, origin=(1, 0)),
+    "convolve": lambda m: lambda x: convolve(input=x, weights=W2, mode=m, origin=(0, -1)),
+    "convolve-axes": lambda m: lambda x: nd.convolve(x, W1, mode=m, axes=(1,)),
+    "gaussian_filter": lambda m: lambda x: gaussian_filter(x, (1.0, 0.7), mode=m),
+    "gaussian_filter-order": lambda m: lambda x: nd.gaussian_filter(x, 0.8, order=(1, 2), mode=m, truncate=3.0),
+    "gaussian_filter1d": lambda m: lambda x: nd.gaussian_filter1d(x, 1.3, axis=0, order=1, mode=m, radius=2),
+    "uniform_filter": lambda m: lambda x: nd.uniform_filter(x, (3, 4), mode=m, origin=(0, 1)),
+    "uniform_filter1d": lambda m: lambda x: nd.uniform_filter1d(x, 4, axis=0, mode=m, cval=1.5, origin=-1),
+    "laplace": lambda m: lambda x: nd.laplace(x, mode=m),
+    "gaussian_laplace": lambda m: lambda x: nd.gaussian_laplace(x, 0.8, mode=m),
+    "sobel": lambda m: lambda x: nd.sobel(x, 0, mode=m),
+    "prewitt": lambda m: lambda x: nd.prewitt(x, axis=-1, mode=m),
+    "generic_laplace": lambda m: lambda x: nd.generic_laplace(
+        x, lambda a, axis, out, mode, cval: nd.correlate1d(a, [1.0, -2.0, 1.0], axis, out, mode, cval), mode=m
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_adjoint_equals_dense_transpose(name, mode):
+    assert_adjoint(FILTERS[name](mode), X)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_short_lines_and_per_axis_modes(mode):
+    # lines shorter than the kernel (repeated reflections), a 1-D and a 3-D input
+    assert_adjoint(lambda x: nd.correlate1d(x, np.linspace(-1, 2, 9), mode=mode, origin=2), rng.standard_normal(3))
+    assert_adjoint(lambda x: nd.uniform_filter1d(x, 7, mode=mode), rng.standard_normal(2))
+    assert_adjoint(lambda x: nd.gaussian_filter(x, 1.0, mode=(mode, "wrap", "nearest")), rng.standard_normal((2, 3, 4)))
+    assert_adjoint(lambda x: nd.correlate(x, W2[:2], mode=mode), rng.standard_normal((1, 3)))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "mirror", "wrap", "grid-constant"])
+def test_weights_and_cval_first_and_second_order(mode):
+    c = np.array(0.4)
+    check_grads(lambda x, w, c: nd.correlate1d(x, w, axis=0, mode=mode, cval=c, origin=1), (X, W1, c))
+    check_grads(lambda x, w, c: nd.convolve1d(x, w, mode=mode, cval=c), (X, W1, c))
+    check_grads(lambda x, w, c: nd.correlate(x, w, mode=mode, cval=c, origin=(-1, 0)), (X, W2, c))
+    check_grads(lambda x, w, c: nd.convolve(x, w, mode=mode, cval=c), (X, W2, c))
+    check_grads(lambda x, c: nd.uniform_filter1d(x, 3, mode=mode, cval=c, origin=1), (X, c))
+
+
+def test_cval_derivative_is_the_filter_of_the_border():
+    # d/dcval of a constant-mode filter: the weights that fall outside the line.
+    x = rng.standard_normal(6)
+    d = tg.jacobian(lambda c: nd.correlate1d(x, W1, mode="constant", cval=c))(np.array(0.0))
+    np.testing.assert_allclose(d, nd.correlate1d(np.zeros(6), W1, mode="constant", cval=1.0), rtol=1e-14)
+    assert np.all(tg.jacobian(lambda c: nd.correlate1d(x, W1, mode="wrap", cval=c))(np.array(0.0)) == 0)
+
+
+def test_hessian_through_filters_matches_finite_differences():
+    def energy(x):
+        y = gaussian_filter(np.tanh(x), 0.9, mode="mirror")
+        return np.sum(nd.sobel(y, 0, mode="nearest") ** 2) + np.sum(np.sin(nd.uniform_filter(x, 3, mode="wrap")))
+
+    x = rng.standard_normal((4, 5))
+    h = tg.hessian(energy)(x).reshape(x.size, x.size)
+    eps = 1e-6
+    fd = np.stack(
+        [
+            ((tg.grad(energy)(x + eps * e.reshape(x.shape)) - tg.grad(energy)(x - eps * e.reshape(x.shape))) / (2 * eps)).ravel()
+            for e in np.eye(x.size)
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(h, fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(h, h.T, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "wrap"])
+def test_gradient_magnitude_first_and_second_order(mode):
+    check_grads(lambda x: nd.gaussian_gradient_magnitude(x, 1.0, mode=mode), (X,))
+    check_grads(
+        lambda x: nd.generic_gradient_magnitude(x, lambda a, axis, out, mode, cval: nd.sobel(a, axis, out, mode, cval)),
+        (X,),
+    )
+
+
+def test_gradient_magnitude_at_a_structural_zero_takes_the_subgradient_zero():
+    # In 'mirror' mode a first-derivative filter is exactly 0 at the corners for every input.
+    j = tg.jacobian(lambda x: nd.gaussian_gradient_magnitude(x, 1.0, mode="mirror"))(X)
+    assert np.all(np.isfinite(j)) and np.all(j[0, 0] == 0)
+    assert nd.gaussian_gradient_magnitude(X, 1.0, mode="mirror")[0, 0] == 0
+
+
+def test_complex_input_and_weights():
+    xc = X + 1j * rng.standard_normal(X.shape)
+    for f in (
+        lambda x: nd.correlate1d(x, W1 + 0.5j, mode="wrap"),
+        lambda x: nd.convolve(x, W2 - 0.2j, mode="nearest"),
+        lambda x: nd.uniform_filter(x, 3),
+        lambda x: nd.gaussian_filter1d(x, 1.0),
+    ):
+        out = tg.vjp(f, xc)[0]
+        assert np.array_equal(out, f(xc)) and out.dtype == f(xc).dtype
+        check_grads(f, (xc,))
+    check_grads(lambda w: nd.correlate1d(xc, w, mode="reflect"), (W1 + 0.3j,))
+    check_grads(lambda w: nd.correlate(X, w, mode="reflect"), (W2 + 0.3j,))
+    check_grads(lambda w: nd.convolve(xc, w, mode="constant"), (W2 - 0.1j,))
+
+
+def test_float32_stays_float32():
+    x32 = X.astype(np.float32)
+    for f in (
+        lambda x: gaussian_filter(x, 1.0),
+        lambda x: nd.uniform_filter(x, 3),
+        lambda x: nd.correlate(x, W2),
+        lambda x: nd.laplace(x),
+    ):
+        out = tg.vjp(f, x32)[0]
+        assert out.dtype == np.float32 and np.array_equal(out, f(x32))
+        g = tg.grad(lambda x: np.sum(f(x) ** 2))(x32)
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, tg.grad(lambda x: np.sum(f(x) ** 2))(X), rtol=1e-3, atol=1e-3)
+
+
+def test_output_dtype_is_kept():
+    f = lambda x: nd.gaussian_filter(x, 1.0, output=np.float32)  # noqa: E731
+    out = tg.vjp(f, X)[0]
+    assert out.dtype == np.float32 and np.array_equal(out, f(X))
+    assert tg.grad(lambda x: np.sum(f(x)))(X).dtype == np.float64
+
+
+def test_no_tracer_gives_scipys_exact_results_and_nothing_stays_changed():
+    codes = {f: f.__code__ for f in (nd.correlate1d, nd.gaussian_filter, nd.uniform_filter1d, nd.correlate)}
+    plain = []
+
+    def f(x):
+        plain.append(gaussian_filter(X, 1.3, mode="wrap"))  # plain arrays, inside a recording window
+        plain.append(nd.correlate1d(X, W1, mode="mirror"))
+        return np.sum(gaussian_filter(x, 1.3) * X)
+
+    x = X.copy()
+    tg.grad(f)(x)
+    assert np.array_equal(plain[0], gaussian_filter(X, 1.3, mode="wrap"))
+    assert np.array_equal(plain[1], nd.correlate1d(X, W1, mode="mirror"))
+    assert np.array_equal(x, X)  # input not mutated
+    for fun, code in codes.items():
+        assert fun.__code__ is code
+
+
+def test_scipy_errors_come_through():
+    with pytest.raises(ValueError, match="Invalid origin"):
+        tg.grad(lambda x: np.sum(nd.correlate1d(x, W1, origin=3)))(X)
+    with pytest.raises(RuntimeError, match="boundary mode not supported"):
+        tg.grad(lambda x: np.sum(nd.correlate1d(x, W1, mode="bogus")))(X)
+
+
+def test_clear_errors():
+    with pytest.raises(GradientDroppedError, match=r"scipy.ndimage.correlate1d\(..., output=<array>\)"):
+        tg.grad(lambda x: np.sum(nd.correlate1d(x, W1, output=np.zeros_like(X))))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match="'sigma'"):
+        tg.grad(lambda s: np.sum(nd.gaussian_filter(X, s)))(np.array(1.0))
+    # a traced sigma used as a constant is fine
+    g = tg.grad(lambda x: np.sum(nd.gaussian_filter(x, tg.stop_gradient(x[0, 0]) * 0 + 1.0)))(X)
+    np.testing.assert_allclose(g, tg.grad(lambda x: np.sum(nd.gaussian_filter(x, 1.0)))(X), rtol=1e-12)
+    # selection filters have no rule: SciPy's compiled code refuses the tracer, named clearly
+    with pytest.raises(GradientDroppedError, match="scipy.ndimage.median_filter"):
+        tg.grad(lambda x: np.sum(nd.median_filter(x, 3)))(X)
