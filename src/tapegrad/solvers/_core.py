@@ -1,0 +1,294 @@
+"""What every solver rule shares: plain callbacks, tape levels, the chord step, ties.
+
+The one mechanism
+-----------------
+A solver's answer ``z`` is the solution of an equation ``G(z, theta) = 0``: a root
+(``G = f``), an optimum (``G = grad f``), an ODE trajectory (the collocation
+equations of :mod:`tapegrad.solvers.integrate`).  SciPy finds ``z0`` on plain
+values.  tapegrad then runs the *chord* iteration
+
+    z_{k+1} = z_k - L0^{-1} (G(z_k, theta) - stop_gradient(G(z_k, theta)))
+
+with ``L0 = dG/dz`` at ``z0`` (plain numbers) and ``G`` evaluated on traced values:
+the user's callback runs on tracers, so parameters it closes over, traced ``args``
+and traced data all enter.  Every value of the iteration is exactly ``z0`` (the
+subtracted residual is the same number), but each step gains one order of
+accuracy in the perturbation of ``theta``: after ``m`` steps the derivatives of
+``z_m`` are those of the implicit function ``z(theta)`` defined by
+``G(z, theta) = G(z0, theta0)`` up to order ``m``.  ``m`` is the number of tapes
+whose tracers reach the call (one for a gradient, two for a Hessian), so the
+implicit-function theorem at first order and its higher-order derivatives come
+from one piece of code, without ever differentiating the solver's iterations.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Iterable, Optional, Set
+
+import numpy as np
+
+from ..api import jacobian, stop_gradient
+from ..errors import NonDifferentiableArgumentError
+from ..tracer import Tracer, strip
+
+__all__ = [
+    "strip_tree",
+    "levels_of",
+    "Callbacks",
+    "tie",
+    "chord",
+    "plain_jacobian",
+    "as_plain_float",
+    "refuse",
+    "Call",
+    "lu_solver",
+]
+
+
+def strip_tree(obj: Any) -> Any:
+    """``obj`` with every tracer (at every level) replaced by its plain value."""
+    t = type(obj)
+    if t is Tracer:
+        return strip(obj)
+    if t is list:
+        return [strip_tree(o) for o in obj]
+    if t is tuple:
+        return tuple(strip_tree(o) for o in obj)
+    if t is dict:
+        return {k: strip_tree(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray) and obj.dtype == object:
+        return np.array([strip_tree(o) for o in obj.ravel()]).reshape(obj.shape)
+    return obj
+
+
+def levels_of(obj: Any, into: Optional[Set[int]] = None) -> Set[int]:
+    """The tape levels of every tracer in ``obj`` (nested tracers count each level)."""
+    levels = set() if into is None else into
+    t = type(obj)
+    if t is Tracer:
+        while type(obj) is Tracer:
+            levels.add(obj._tape.level)
+            obj = obj._value
+    elif t is list or t is tuple:
+        for o in obj:
+            levels_of(o, levels)
+    elif t is dict:
+        for o in obj.values():
+            levels_of(o, levels)
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        for o in obj.ravel():
+            levels_of(o, levels)
+    return levels
+
+
+class Callbacks:
+    """Wraps the user's callbacks for SciPy's own run: plain values in and out.
+
+    A callback that closes over traced parameters returns a tracer; SciPy's
+    compiled code needs a number, so the wrapper hands it the plain value and
+    notes the tape levels it saw (that is how a rule finds parameters reached
+    through a closure).  An exception raised by a callback is kept and raised
+    again by :meth:`reraise` once SciPy returns or fails, so that the user sees
+    their own error (or tapegrad's) rather than what SciPy's C code makes of it.
+    """
+
+    def __init__(self) -> None:
+        self.levels: Set[int] = set()
+        self.error: Optional[BaseException] = None
+
+    def wrap(self, fun: Any) -> Any:
+        if fun is None or not callable(fun):
+            return fun
+
+        def plain(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = fun(*args, **kwargs)
+            except BaseException as exc:
+                if self.error is None:
+                    self.error = exc
+                raise
+            if type(out) is Tracer or (type(out) in (tuple, list, dict) and levels_of(out)):
+                levels_of(out, self.levels)
+                return strip_tree(out)
+            return out
+
+        plain.__name__ = getattr(fun, "__name__", "callback")
+        plain.__wrapped_callback__ = fun  # type: ignore[attr-defined]
+        return plain
+
+    @property
+    def traced(self) -> bool:
+        return bool(self.levels)
+
+    def reraise(self, exc: Optional[BaseException] = None) -> None:
+        """Raise the callback's own error if one happened (``exc``: what SciPy raised)."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error.with_traceback(error.__traceback__) from None
+        if exc is not None:
+            raise exc
+
+
+def tie(value: Any, traced: Any) -> Any:
+    """SciPy's exact ``value``, carrying the derivatives of ``traced`` (same shape).
+
+    ``traced - stop_gradient(traced)`` is an exact zero at every level whose
+    derivatives are those of ``traced``; adding it keeps SciPy's bits.
+    """
+    if not levels_of(traced):
+        return value
+    value = np.asarray(value)
+    return value + (traced - stop_gradient(traced))
+
+
+def as_plain_float(x: Any) -> np.ndarray:
+    x = np.asarray(strip_tree(x))
+    return x.astype(np.float64) if x.dtype.kind not in "fc" else x
+
+
+def plain_jacobian(fun: Callable[[Any], Any], x: np.ndarray) -> np.ndarray:
+    """``d fun / d x`` at plain ``x`` as plain numbers (``fun`` may close over tracers)."""
+    return np.asarray(strip(jacobian(fun)(x)))
+
+
+def chord(residual: Callable[[Any], Any], z0: Any, solve: Callable[[Any], Any], steps: int) -> Any:
+    """``steps`` chord steps from plain ``z0``: ``z <- z - solve(G(z) - stop_gradient(G(z)))``.
+
+    ``solve`` applies ``L0^{-1}`` (plain matrix, traced right-hand side).  See the
+    module docstring for why the result has SciPy's value and the implicit
+    function's derivatives up to order ``steps``.
+    """
+    z = z0
+    for _ in range(max(1, steps)):
+        r = residual(z)
+        if not levels_of(r) and not levels_of(z):
+            return z
+        z = z - solve(r - stop_gradient(r))
+    return z
+
+
+def lu_solver(matrix: np.ndarray, name: str, what: str) -> Callable[[Any], Any]:
+    """A ``solve(b)`` for a plain square matrix, refusing a singular one with a clear error."""
+    matrix = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+    n = matrix.shape[0]
+    if not np.all(np.isfinite(matrix)):
+        raise NonDifferentiableArgumentError(
+            f"{name}: the {what} at the solution is not finite, so the derivative of the solution "
+            "is undefined there (the implicit function theorem needs it finite and invertible)."
+        )
+    scale = np.max(np.abs(matrix)) if matrix.size else 0.0
+    if n and (scale == 0.0 or np.linalg.cond(matrix) > 1e14):
+        raise NonDifferentiableArgumentError(
+            f"{name}: the {what} at the solution is singular (condition number "
+            f"{np.linalg.cond(matrix) if scale else np.inf:.3g}), so the solution does not depend "
+            "differentiably on the parameters (the implicit function theorem needs it invertible). "
+            "Check that the solution is isolated (a simple root, a strict minimum), or fix the "
+            "degenerate directions."
+        )
+    inverse = np.linalg.inv(matrix)
+
+    def solve(b: Any) -> Any:
+        return inverse @ b
+
+    return solve
+
+
+def refuse(name: str, argument: str, reason: str, instead: str) -> NonDifferentiableArgumentError:
+    """The error for a traced call a solver rule cannot differentiate (says what to do)."""
+    return NonDifferentiableArgumentError(
+        f"tapegrad cannot differentiate {name} here: traced values reach it and {argument} {reason}. "
+        f"{instead}"
+    )
+
+
+class Call:
+    """One call of a SciPy solver, bound to its signature: plain run, traced inputs.
+
+    Parameters
+    ----------
+    key : callable
+        The intercepted SciPy function (its original code is what runs).
+    args, kwargs :
+        The call as the user made it.
+    callbacks : tuple of str
+        The parameters that hold the user's callables (wrapped for SciPy's run).
+    """
+
+    def __init__(self, key: Any, args: tuple, kwargs: dict, callbacks: tuple) -> None:
+        from ..interception import original
+
+        self.name = f"{key.__module__.split('._')[0]}.{key.__name__}"
+        self.original = original(key)
+        self.signature = inspect.signature(self.original)
+        bound = self.signature.bind(*args, **kwargs)
+        self.user = dict(bound.arguments)  # as given (tracers included)
+        bound.apply_defaults()
+        self.values = dict(bound.arguments)  # with defaults
+        self.callback_names = callbacks
+        self.callbacks = Callbacks()
+        names = set(callbacks)
+        self.explicit_levels: Set[int] = set()
+        for name, value in self.values.items():
+            if name not in names:
+                levels_of(value, self.explicit_levels)
+
+    def get(self, name: str) -> Any:
+        return self.values[name]
+
+    def run(self, **overrides: Any) -> Any:
+        """SciPy's own code on plain values, the callbacks wrapped (see :class:`Callbacks`)."""
+        arguments = {}
+        for name, value in self.user.items():
+            if name in self.callback_names:
+                value = _wrap_callables(self.callbacks, value)
+            else:
+                value = strip_tree(value)
+            arguments[name] = value
+        arguments.update(overrides)
+        positional, keywords = [], {}
+        for name, param in self.signature.parameters.items():
+            if name not in arguments:
+                continue
+            value = arguments[name]
+            if param.kind is param.VAR_POSITIONAL:
+                positional.extend(value)
+            elif param.kind is param.VAR_KEYWORD:
+                keywords.update(value)
+            elif param.kind is param.POSITIONAL_ONLY:
+                positional.append(value)
+            else:
+                keywords[name] = value
+        try:
+            return self.original(*positional, **keywords)
+        except BaseException as exc:
+            self.callbacks.reraise(exc)
+            raise
+        finally:
+            self.callbacks.error = None
+
+    @property
+    def traced(self) -> bool:
+        return bool(self.explicit_levels or self.callbacks.levels)
+
+    def steps(self) -> int:
+        """The number of chord steps: one per tape whose tracers reach the call."""
+        return max(1, len(self.explicit_levels | self.callbacks.levels))
+
+
+def _wrap_callables(callbacks: Callbacks, value: Any) -> Any:
+    if callable(value):
+        return callbacks.wrap(value)
+    if type(value) in (list, tuple):
+        return type(value)(_wrap_callables(callbacks, v) for v in value)
+    if type(value) is dict:
+        return {k: _wrap_callables(callbacks, v) for k, v in value.items()}
+    return value
+
+
+def order_of(*things: Iterable[Any], extra: Optional[Set[int]] = None) -> int:
+    """How many chord steps: the number of tape levels among ``things`` (and ``extra``)."""
+    levels: Set[int] = set(extra or ())
+    for t in things:
+        levels_of(t, levels)
+    return len(levels)

@@ -1,0 +1,370 @@
+"""Derivatives through ``scipy.optimize``'s root finders, minimizers and fits.
+
+Every rule lets SciPy solve on plain values (the user's callbacks wrapped so that
+parameters they close over are seen, :class:`~tapegrad.solvers._core.Callbacks`)
+and then attaches the derivative of the solution by the implicit function
+theorem, never by differentiating SciPy's iterations:
+
+* roots (``brentq``, ``brenth``, ``ridder``, ``bisect``, ``toms748``, ``newton``,
+  ``root_scalar``, ``root``, ``fsolve``): ``f(x*, theta) = 0``, so
+  ``dx*/dtheta = -f_x^{-1} f_theta`` with ``f_x`` from tapegrad;
+* minima (``minimize``, ``least_squares``, ``curve_fit``): the first-order condition
+  ``grad_x F(x*, theta) = 0`` with the exact Hessian (not Gauss-Newton), components
+  held at an active bound following that bound; the optimal value follows
+  (envelope theorem).
+
+Both are the chord iteration of :mod:`tapegrad.solvers._core`, one step per tape
+level, so Hessians of solutions come from the same code.  With nothing traced
+(no tracer in the arguments and none returned by a callback), the result is
+SciPy's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import scipy.optimize as _opt
+
+from ..api import grad, hessian, jacobian
+from ..registry import defcomposite, intercepted
+from ..tracer import strip
+from ._core import Call, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
+
+__all__: list = []
+
+
+# ---------------------------------------------------------------------- roots
+def _root_of(call: Call, residual: Callable[[Any], Any], root: Any, what: str = "Jacobian of the function") -> Any:
+    """The traced root: SciPy's ``root`` with the implicit function's derivatives."""
+    x0 = np.asarray(strip_tree(root), dtype=np.float64)
+    shape = x0.shape
+
+    def flat(x: Any) -> Any:
+        return np.reshape(residual(np.reshape(x, shape)), (-1,))
+
+    z0 = x0.reshape(-1)
+    jac = plain_jacobian(flat, z0)
+    if jac.shape != (z0.size, z0.size):
+        raise refuse(
+            call.name, "the function", f"returns {jac.shape[0]} values for {z0.size} unknowns",
+            "The implicit function theorem needs as many equations as unknowns.",
+        )
+    solve = lu_solver(jac, call.name, what)
+    z = chord(flat, z0, solve, call.steps())
+    return tie(root, np.reshape(z, shape))
+
+
+def _scalar_bracket(key: Any, function: str = "f") -> Any:
+    """brentq, brenth, ridder, bisect, toms748: ``(f, a, b, args, ...)`` -> root [, RootResults]."""
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        call = Call(key, args, kwargs, (function,))
+        out = call.run()
+        if not call.traced:
+            return out
+        f, fargs = call.get(function), tuple(call.get("args") if isinstance(call.get("args"), (tuple, list)) else (call.get("args"),))
+        root = out[0] if call.get("full_output") else out
+        x = _root_of(call, lambda x: f(x, *fargs), root, "derivative of the function")
+        if call.get("full_output"):
+            out[1].root = x
+            return x, out[1]
+        return x
+
+    return impl
+
+
+for _name in ("brentq", "brenth", "ridder", "bisect", "toms748"):
+    _key = getattr(_opt, _name)
+    defcomposite(intercepted(_key, route_all=True), _scalar_bracket(_key))
+
+
+def _args_tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _newton(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.newton, args, kwargs, ("func", "fprime", "fprime2"))
+    out = call.run()
+    if not call.traced:
+        return out
+    f, fargs = call.get("func"), _args_tuple(call.get("args"))
+    full = call.get("full_output")
+    root = out[0] if full else out
+    x = _root_of(call, lambda x: f(x, *fargs), root, "derivative of the function")
+    if full:
+        if hasattr(out[1], "root"):
+            out[1].root = x
+        return (x,) + tuple(out[1:])
+    return x
+
+
+defcomposite(intercepted(_opt.newton, route_all=True), _newton)
+
+
+def _root_scalar(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.root_scalar, args, kwargs, ("f", "fprime", "fprime2"))
+    out = call.run()
+    if not call.traced:
+        return out
+    f, fargs = call.get("f"), _args_tuple(call.get("args"))
+    with_derivative = call.get("fprime") is True  # f returns (value, derivative[, second])
+
+    def residual(x: Any) -> Any:
+        value = f(x, *fargs)
+        return value[0] if with_derivative else value
+
+    out.root = _root_of(call, residual, out.root, "derivative of the function")
+    return out
+
+
+defcomposite(intercepted(_opt.root_scalar, route_all=True), _root_scalar)
+
+
+def _root(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.root, args, kwargs, ("fun", "jac", "callback"))
+    out = call.run()
+    if not call.traced:
+        return out
+    fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
+    with_jac = call.get("jac") is True
+
+    def residual(x: Any) -> Any:
+        value = fun(x, *fargs)
+        return value[0] if with_jac else value
+
+    # out.fun stays SciPy's: f(x*(theta), theta) is constant along the solution, so
+    # its derivative is exactly zero.
+    out.x = _root_of(call, residual, out.x)
+    return out
+
+
+defcomposite(intercepted(_opt.root, route_all=True), _root)
+
+
+def _fsolve(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.fsolve, args, kwargs, ("func", "fprime"))
+    out = call.run()
+    if not call.traced:
+        return out
+    fun, fargs = call.get("func"), _args_tuple(call.get("args"))
+    full = call.get("full_output")
+    x = _root_of(call, lambda x: fun(x, *fargs), out[0] if full else out)
+    return (x,) + tuple(out[1:]) if full else x
+
+
+defcomposite(intercepted(_opt.fsolve, route_all=True), _fsolve)
+
+
+# ---------------------------------------------------------------------- optima
+def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple:
+    """``(lb, ub)`` of length ``n`` (possibly traced) from SciPy's bound forms, or ``(None, None)``.
+
+    ``pairs``: ``minimize``'s form, a sequence of ``(min, max)`` (``None`` unbounded);
+    otherwise ``least_squares``'s ``(lb, ub)``, each a scalar or an array.
+    """
+    if bounds is None:
+        return None, None
+    if isinstance(bounds, _opt.Bounds):
+        lb, ub = bounds.lb, bounds.ub
+    elif pairs:
+        lb = [(-np.inf if p[0] is None else p[0]) for p in bounds]
+        ub = [(np.inf if p[1] is None else p[1]) for p in bounds]
+    else:
+        lb, ub = bounds
+
+    def vector(v: Any) -> Any:
+        if isinstance(v, (list, tuple)) and levels_of(v):
+            v = np.stack([x if levels_of(x) else np.asarray(x, dtype=float) for x in v])
+        if not levels_of(v):
+            v = np.asarray(v, dtype=float)
+        return v + np.zeros(n)
+
+    return vector(lb), vector(ub)
+
+
+def _argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: Any = None, pairs: bool = False) -> Any:
+    """The traced minimizer: SciPy's ``x_star`` with the derivatives of the argmin.
+
+    Free components satisfy ``grad F = 0`` (chord steps with the exact Hessian);
+    a component at an active bound equals that bound (traced if the bound is).
+    """
+    x0 = np.asarray(strip_tree(x_star), dtype=np.float64)
+    shape = x0.shape
+    z0 = x0.reshape(-1)
+    n = z0.size
+
+    def f_flat(z: Any) -> Any:
+        return objective(np.reshape(z, shape))
+
+    lb, ub = _bounds_arrays(bounds, n, pairs)
+    if lb is None:
+        free = np.ones(n, dtype=bool)
+        base = None
+    else:
+        lbp, ubp = np.asarray(strip(lb), float), np.asarray(strip(ub), float)
+        at_lb = np.abs(z0 - lbp) <= 1e-8 * (1.0 + np.abs(lbp))
+        at_ub = np.abs(z0 - ubp) <= 1e-8 * (1.0 + np.abs(ubp))
+        free = ~(at_lb | at_ub)
+        base = np.where(at_lb, lb, np.where(at_ub, ub, 0.0))
+    take = np.eye(n)[:, free]  # free coordinates -> full vector
+
+    def full(y: Any) -> Any:
+        return take @ y if base is None else base + take @ y
+
+    def residual(y: Any) -> Any:
+        return take.T @ grad(f_flat)(full(y))
+
+    y0 = z0[free]
+    if y0.size:
+        hess = np.asarray(strip(hessian(f_flat)(z0)))[np.ix_(free, free)]
+        solve = lu_solver(hess, call.name, "Hessian of the objective (in the free coordinates)")
+        y = chord(residual, y0, solve, call.steps())
+    else:
+        y = y0
+    return tie(x_star, np.reshape(full(y), shape))
+
+
+def _minimize(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.minimize, args, kwargs, ("fun", "jac", "hess", "hessp", "callback"))
+    out = call.run()
+    if not call.traced:
+        return out
+    constraints = call.get("constraints")
+    if constraints is not None and not (isinstance(constraints, (list, tuple)) and len(constraints) == 0):
+        raise refuse(
+            call.name, "`constraints=`", "is not supported for derivatives (the optimality condition "
+            "then involves Lagrange multipliers)",
+            "Eliminate the constraint by a change of variables, or use bounds=, which tapegrad supports.",
+        )
+    fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
+    with_jac = call.get("jac") is True
+
+    def objective(x: Any) -> Any:
+        value = fun(x, *fargs)
+        return value[0] if with_jac else value
+
+    x = _argmin(call, objective, out.x, call.get("bounds"), pairs=True)
+    out.x = x
+    out.fun = tie(out.fun, objective(x))
+    if "jac" in out:
+        out.jac = tie(out.jac, grad(objective)(x))
+    return out
+
+
+defcomposite(intercepted(_opt.minimize, route_all=True), _minimize)
+
+
+_LOSSES = {
+    "linear": lambda z: z,
+    "soft_l1": lambda z: 2.0 * (np.sqrt(1.0 + z) - 1.0),
+    "huber": lambda z: np.where(z <= 1.0, z, 2.0 * np.sqrt(np.maximum(z, 1.0)) - 1.0),
+    "cauchy": lambda z: np.log1p(z),
+    "arctan": lambda z: np.arctan(z),
+}
+
+
+def _least_squares_cost(call: Call, residuals: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    loss, scale = call.get("loss"), call.get("f_scale")
+    if not isinstance(loss, str) or loss not in _LOSSES:
+        raise refuse(
+            call.name, "`loss=`", "is a callable, whose derivatives tapegrad does not know",
+            f"Use one of the named losses {sorted(_LOSSES)}.",
+        )
+    rho = _LOSSES[loss]
+
+    def cost(x: Any) -> Any:
+        r = residuals(x)
+        if loss == "linear":
+            return 0.5 * np.sum(r * r)
+        c2 = scale * scale
+        return 0.5 * c2 * np.sum(rho(r * r / c2))
+
+    return cost
+
+
+def _least_squares(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.least_squares, args, kwargs, ("fun", "jac", "callback"))
+    out = call.run()
+    if not call.traced:
+        return out
+    fun, fargs, fkwargs = call.get("fun"), _args_tuple(call.get("args")), call.get("kwargs") or {}
+
+    def residuals(x: Any) -> Any:
+        return np.reshape(fun(x, *fargs, **fkwargs), (-1,))
+
+    cost = _least_squares_cost(call, residuals)
+    bounds = call.get("bounds")
+    if not levels_of(bounds) and np.all(np.isinf(np.asarray(bounds, dtype=float))):
+        bounds = None
+    x = _argmin(call, cost, out.x, bounds)
+    out.x = x
+    out.cost = tie(out.cost, cost(x))
+    out.fun = tie(out.fun, residuals(x))
+    out.jac = tie(out.jac, jacobian(residuals)(x)) if isinstance(out.jac, np.ndarray) else out.jac
+    out.grad = tie(out.grad, grad(cost)(x))
+    return out
+
+
+defcomposite(intercepted(_opt.least_squares, route_all=True), _least_squares)
+
+
+def _curve_fit(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.curve_fit, args, kwargs, ("f", "jac"))
+    out = call.run()
+    if not call.traced:
+        return out
+    f, xdata, ydata, sigma = call.get("f"), call.get("xdata"), call.get("ydata"), call.get("sigma")
+    popt, pcov = out[0], out[1]
+    if call.get("nan_policy") not in (None, "raise") and np.isnan(strip_tree(ydata)).any():
+        raise refuse(
+            call.name, "`nan_policy=`", "drops points, which tapegrad does not follow",
+            "Remove the NaN points yourself before the call.",
+        )
+    ydata_flat = np.reshape(ydata, (-1,)) if levels_of(ydata) else np.asarray(strip_tree(ydata), float).reshape(-1)
+    if sigma is None:
+
+        def weigh(r: Any) -> Any:
+            return r
+
+    elif np.ndim(strip_tree(sigma)) == 1:
+
+        def weigh(r: Any) -> Any:
+            return r / sigma
+
+    else:  # a covariance matrix: whiten with its Cholesky factor, as SciPy does
+        chol = np.linalg.cholesky(sigma)
+
+        def weigh(r: Any) -> Any:
+            return np.linalg.solve(chol, r)
+
+    def residuals(p: Any) -> Any:
+        return weigh(np.reshape(f(xdata, *[p[i] for i in range(np.shape(p)[0])]), (-1,)) - ydata_flat)
+
+    def cost(p: Any) -> Any:
+        r = residuals(p)
+        return 0.5 * np.sum(r * r)
+
+    bounds = call.get("bounds")
+    if not levels_of(bounds) and np.all(np.isinf(np.asarray(bounds, dtype=float))):
+        bounds = None
+    p = _argmin(call, cost, popt, bounds)
+    if np.all(np.isfinite(pcov)):
+        jac = jacobian(residuals)(p)
+        cov = np.linalg.inv(jac.T @ jac)
+        if not call.get("absolute_sigma"):
+            m, n = np.shape(jac)
+            r = residuals(p)
+            cov = cov * (np.sum(r * r) / (m - n))
+        pcov = tie(pcov, cov)
+    if call.get("full_output"):
+        info = dict(out[2])
+        if "fvec" in info:
+            info["fvec"] = tie(info["fvec"], np.reshape(residuals(p), np.shape(info["fvec"])))
+        return (p, pcov, info) + tuple(out[3:])
+    return p, pcov
+
+
+defcomposite(intercepted(_opt.curve_fit, route_all=True), _curve_fit)
