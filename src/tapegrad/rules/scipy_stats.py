@@ -432,3 +432,5 @@ def _register() -> None:
 
 _register()
 
+
+from . import scipy_stats_multivariate  # noqa: E402,F401  (registers its rules on import)
