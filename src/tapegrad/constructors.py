@@ -52,7 +52,10 @@ from .tracer import Tracer
 __all__ = ["intercept_array_constructors", "intercepting", "recording", "start", "stop"]
 
 #: The numpy attributes replaced while a tape records, and the name of their first parameter.
-NAMES = {"array": "object", "asarray": "a", "asanyarray": "a", "ascontiguousarray": "a", "asfortranarray": "a"}
+NAMES = {
+    "array": "object", "asarray": "a", "asanyarray": "a", "ascontiguousarray": "a", "asfortranarray": "a",
+    "full": "fill_value",
+}
 
 _asarray = np.asarray  # the original, for the plain pieces of a traced result
 
@@ -183,7 +186,8 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
         try:
             return original(*args, **kwargs)
         except GradientDroppedError as exc:
-            if not is_conversion(exc):
+            # np.full's copy of a traced fill into its plain result is refused by np.copyto.
+            if not is_conversion(exc) and keyword != "fill_value":
                 raise
         except UnsupportedFunctionError:
             # ``like=tracer``: NumPy dispatches with the function it finds on the numpy
@@ -194,7 +198,10 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
             options = {k: v for k, v in kwargs.items() if k != "like"}
             return like.__array_function__(original, (Tracer,), args, options)
         # The refusal was a bare marker (dropped.QUIET_CALLERS); a declined build reports in full.
-        result = _traced(original, keyword, args, kwargs)
+        if keyword == "fill_value":
+            result = _traced_full(original, args, kwargs)
+        else:
+            result = _traced(original, keyword, args, kwargs)
         if result is _DECLINED:
             raise conversion_error(sys._getframe(1))
         return result
@@ -251,6 +258,24 @@ def _traced(original: Callable, keyword: str, args: tuple, kwargs: dict) -> Any:
         return _DECLINED
     out = _assemble(obj, value.dtype)
     return out if out.shape == value.shape else np.reshape(out, value.shape)
+
+
+def _traced_full(original: Callable, args: tuple, kwargs: dict) -> Any:
+    """``np.full(shape, fill_value, dtype)`` with a traced fill: the fill broadcast, then copied."""
+    names = ("shape", "fill_value", "dtype", "order")
+    bound = dict(zip(names, args))
+    if len(args) > len(names) or any(k in bound for k in kwargs):
+        return _DECLINED
+    bound.update(kwargs)
+    fill = bound.get("fill_value")
+    found: list = []
+    shadow = _shadow(fill, found)
+    if "shape" not in bound or not found:
+        return _DECLINED
+    # NumPy's own answer on the values: its dtype, its shape, its errors.
+    value = original(**{**bound, "fill_value": shadow})
+    out = np.broadcast_to(_assemble(fill, value.dtype), value.shape)
+    return out.copy()  # writable, as NumPy's result is
 
 
 def _pass_through(x: Tracer, value: np.ndarray) -> Any:

@@ -66,6 +66,10 @@ FITTED = -2
 RELEASED: Node = (-1, None, None, None, None, (), 0)
 
 
+#: The ``args`` of a traced constant's node (:meth:`Tape.constant`); a watched value has ``()``.
+CONSTANT_ARGS = ("constant",)
+
+
 def rule_of(node: Node) -> Any:
     """The :class:`~tapegrad.registry.Rule` that recorded ``node``, or ``None`` for a source."""
     number = node[RULE]
@@ -182,8 +186,28 @@ class Tape:
         (``out = np.zeros_like(x); out[i] = x[i] ** 2``) records those writes.
         """
         index = len(self.nodes)
-        self.nodes.append((index, None, (), None, value, (), 0))
+        self.nodes.append((index, None, CONSTANT_ARGS, None, value, (), 0))
         return Tracer(value, index, self)
+
+    def reaches_source(self, index: int) -> bool:
+        """Whether the value of node ``index`` depends on a value watched on this tape.
+
+        A value computed from traced constants only (``np.zeros_like(x)`` and what
+        follows from it) does not: no cotangent reaches a source through it.
+        """
+        nodes, stack, seen = self.nodes, [index], set()
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            node = nodes[i]
+            if node[RULE] is None:
+                if node[ARGS] is not CONSTANT_ARGS:
+                    return True  # a watched value (or a released node: unknown, so yes)
+                continue
+            stack.extend(node[PARENTS][2::PARENT_FIELDS])
+        return False
 
     def __repr__(self) -> str:
         return f"<Tape level={self.level} nodes={len(self.nodes)} persistent={self.persistent}>"

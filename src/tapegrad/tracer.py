@@ -212,9 +212,21 @@ class Tracer(NDArrayOperatorsMixin):
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         raise _drop("DLPack export (np.from_dlpack)", "Differentiate first, then export the plain result.")
 
+    def _constant(self) -> Any:
+        """The plain value when it depends on no watched value at any level (a tape constant), else ``None``."""
+        value = self
+        while type(value) is Tracer:
+            if value._tape.reaches_source(value._index):
+                return None
+            value = value._value
+        return value
+
     def __float__(self) -> float:
         if self.dtype.kind not in "fc":
             return float(strip(self))
+        constant = self._constant()
+        if constant is not None:  # no gradient to drop
+            return float(constant)
         raise _drop(
             "float() (which NumPy also calls to store it into an element of a plain array: out[i] = x)",
             "Keep the value as an array (x.reshape(()) or x[()]); to fill an array element by "
@@ -227,6 +239,9 @@ class Tracer(NDArrayOperatorsMixin):
         return int(strip(self))
 
     def __complex__(self) -> complex:
+        constant = self._constant()
+        if constant is not None:
+            return complex(constant)
         raise _drop(
             "complex() (which NumPy also calls to store it into an element of a plain array)",
             "Keep the value as an array; preallocate a traced one (out = np.zeros_like(x)) to fill.",
@@ -238,9 +253,15 @@ class Tracer(NDArrayOperatorsMixin):
         raise _drop("using a traced float as an index", "Index with integer arrays, which carry no gradient.")
 
     def item(self, *args: Any) -> Any:
+        constant = self._constant() if self.dtype.kind in "fc" else strip(self)
+        if constant is not None:
+            return constant.item(*args)
         raise _drop("x.item()", "Index the tracer instead (x[()] or x[i]).")
 
     def tolist(self) -> Any:
+        constant = self._constant() if self.dtype.kind in "fc" else strip(self)
+        if constant is not None:
+            return constant.tolist()
         raise _drop("x.tolist()", "Iterate over the tracer (for row in x) or index it.")
 
     def __bool__(self) -> bool:

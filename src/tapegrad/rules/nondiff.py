@@ -194,7 +194,17 @@ defcomposite(np.histogram, _histogram, note="counts constant; weights and densit
 # (``out = np.zeros_like(x); out[i] = f(x[i])``), and as tracers of x's tape those
 # writes are recorded instead of failing on a plain array.
 defconstant(
-    np.zeros_like, np.ones_like, np.empty_like, np.full_like,
+    np.zeros_like, np.ones_like, np.empty_like,
     note="a traced constant: in-place writes into it are recorded",
     traced=True,
 )
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    # A traced constant filled by a recorded write: a traced fill_value keeps its gradient.
+    out = np.zeros_like(a, dtype=dtype, order=order, subok=subok, shape=shape, **kwargs)
+    out[...] = fill_value
+    return out
+
+
+defcomposite(np.full_like, _full_like, note="a traced constant, or the traced fill_value broadcast")
