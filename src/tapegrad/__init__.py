@@ -31,7 +31,21 @@ from .parallel import num_threads, set_num_threads
 from .constructors import intercept_array_constructors
 from .registry import CONSTANT_ARG, defcomposite, defconstant
 
-__version__ = "0.1.0"
+
+def _metadata_version(distribution: str = "tapegrad") -> str:
+    """The installed distribution's version (``pyproject.toml``'s), or ``"0+unknown"``.
+
+    The fallback serves a source tree put on ``sys.path`` without installing it.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _metadata_version()
 
 __all__ = [
     "Tracer",
