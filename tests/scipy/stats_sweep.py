@@ -103,12 +103,12 @@ def run_case(name: str, shapes: tuple, discrete: bool, method: str, param: str) 
     from tapegrad.errors import TapegradError
 
     dist = getattr(st, name)
-    shapes = tuple(float(s) for s in shapes)
+    shapes = tuple(np.asarray(s, dtype=float) for s in shapes)
     x = _points(dist, method, shapes, discrete)
     names = parameters(dist, discrete)
     theta0 = {"x": x, "loc": np.float64(0.0 if discrete else LOC), "scale": np.float64(SCALE)}
     for n, v in zip(names[1:], shapes):
-        theta0[n] = np.float64(v)
+        theta0[n] = v
     w = np.array([0.7, -1.3])
 
     def call(values):
@@ -185,6 +185,8 @@ def _run(case: tuple) -> tuple:
         status, detail = run_case(*case)
     except TimeoutError:
         status, detail = "timeout", f"over {TIMEOUT} s"
+    except Exception as exc:  # the harness itself failed on this case: count it as wrong
+        status, detail = "wrong", f"harness: {type(exc).__name__}: {exc}"[:200]
     finally:
         signal.alarm(0)
     return case, status, detail, time.perf_counter() - start

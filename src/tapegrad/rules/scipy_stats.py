@@ -44,6 +44,7 @@ from typing import Any, Callable, List, Sequence
 import numpy as np
 from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete, rv_frozen
 
+from ..binding import strip_all
 from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError, TapegradError, UnsupportedFunctionError
 from ..registry import defcomposite, defvjp, intercepted
@@ -217,8 +218,9 @@ def _continuous_rule(method: str) -> Callable[..., Any]:
         shapes = tuple(_as_arg(s) for s in shapes)
         xv, lv, sv = _plain(x), _plain(loc), _plain(scale)
         shv = tuple(_plain(s) for s in shapes)
-        # SciPy's own answer (no tracer left: the door runs SciPy's code).
-        exact = public(self, xv, *shv, loc=lv, scale=sv)
+        # SciPy's own answer (no tracer left: the door runs SciPy's code), from the
+        # call's own arguments (a distribution may unpack them: poisson_binom's p).
+        exact = public(self, xv, *strip_all(args), **strip_all(kwds))
         refs = (x, loc, scale) + shapes
         traced_shapes = [i for i, s in enumerate(shapes) if _traced(s)]
         if traced_shapes:
@@ -341,7 +343,7 @@ def _discrete_rule(method: str) -> Callable[..., Any]:
                 )
         kv, lv = _plain(k), _plain(loc)
         shv = tuple(_plain(s) for s in shapes)
-        exact = public(self, kv, *shv, loc=lv)
+        exact = public(self, kv, *strip_all(args), **strip_all(kwds))
         traced_shapes = [i for i, s in enumerate(shapes) if _traced(s)]
         names = _shape_names(self, len(shapes))
         if method in ("ppf", "isf"):
@@ -433,4 +435,4 @@ def _register() -> None:
 _register()
 
 
-from . import scipy_stats_multivariate  # noqa: E402,F401  (registers its rules on import)
+from . import scipy_stats_multivariate, scipy_stats_where  # noqa: E402,F401  (register their rules on import)

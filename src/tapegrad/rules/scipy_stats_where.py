@@ -1,0 +1,103 @@
+"""SciPy's masked evaluation helpers on tracers (imported by :mod:`.scipy_stats`).
+
+Most distributions of ``scipy.stats`` evaluate their formulas branch by branch
+with ``scipy._lib.array_api_extra.apply_where`` (``xpx.apply_where``) or
+``scipy._lib._util._lazyselect``: each branch runs only on the entries its
+condition selects, and the pieces are written into a *plain* array, which a
+tracer cannot enter.  These rules do the same with a traced result: the
+condition is a constant (it selects the branch, it carries no derivative), each
+branch runs on the selected traced entries, and the pieces are scattered into
+a traced array, so an entry's derivative is its own branch's, and an unselected
+branch never makes a ``nan`` partial.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from ..registry import defcomposite, intercepted
+from ..tracer import Tracer, strip
+
+
+def _traced(v: Any) -> bool:
+    return type(v) is Tracer
+
+
+def _highest(values: Sequence[Any]) -> Optional[Tracer]:
+    return max((v for v in values if _traced(v)), key=lambda v: v._tape.level, default=None)
+
+
+def _assemble(shape: tuple, dtype: Any, pieces: Sequence[tuple], base: Any) -> Any:
+    """``base`` broadcast to ``shape``, then each piece's ``values`` written where its ``mask`` holds.
+
+    Pieces are written in order (a later one wins, as with ``np.place``); an entry
+    overwritten keeps no derivative of what was there before.
+    """
+    ref = _highest([v for _, v in pieces] + [base])
+    if ref is None:
+        out = np.array(np.broadcast_to(base, shape), dtype=dtype)
+    else:
+        out = np.zeros_like(ref, shape=shape, dtype=dtype) + np.broadcast_to(base, shape)
+    for mask, values in pieces:
+        out[mask] = values
+    return out
+
+
+def _apply_where(
+    cond: Any,
+    args: Any,
+    f1: Callable[..., Any],
+    f2: Optional[Callable[..., Any]] = None,
+    /,
+    *,
+    fill_value: Any = None,
+    xp: Any = None,
+) -> Any:
+    """Traced ``apply_where``: ``f1(*args)`` where ``cond``, else ``f2(*args)`` or ``fill_value``."""
+    if (f2 is None) == (fill_value is None):
+        raise TypeError("Exactly one of `fill_value` or `f2` must be given.")
+    args_ = list(args) if isinstance(args, tuple) else [args]
+    cond = np.asarray(strip(cond), dtype=bool)
+    shapes = [np.shape(a) for a in args_] + [cond.shape]
+    if fill_value is not None and not isinstance(fill_value, (int, float, complex)):
+        shapes.append(np.shape(fill_value))
+    shape = np.broadcast_shapes(*shapes)
+    cond = np.broadcast_to(cond, shape)
+    args_ = [np.broadcast_to(a, shape) for a in args_]
+    temp1 = f1(*(a[cond] for a in args_))
+    if f2 is None:
+        dtype = np.result_type(strip(temp1), strip(fill_value))
+        return _assemble(shape, dtype, [(cond, temp1)], fill_value)
+    ncond = ~cond
+    temp2 = f2(*(a[ncond] for a in args_))
+    dtype = np.result_type(strip(temp1), strip(temp2))
+    return _assemble(shape, dtype, [(ncond, temp2), (cond, temp1)], np.zeros((), dtype))
+
+
+def _lazyselect(condlist: Sequence[Any], choicelist: Sequence[Callable[..., Any]], arrays: Sequence[Any],
+                default: Any = 0) -> Any:
+    """Traced ``_lazyselect``: like ``np.select``, each choice evaluated only where chosen."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    arrays = [np.broadcast_to(a, shape) for a in arrays]
+    tcode = np.mintypecode([np.result_type(strip(a)).char for a in arrays])
+    pieces = []
+    for func, cond in zip(choicelist, condlist):
+        if np.all(cond is False):
+            continue
+        cond = np.broadcast_to(np.asarray(strip(cond), dtype=bool), shape)
+        pieces.append((cond, func(*(a[cond] for a in arrays))))
+    return _assemble(shape, np.dtype(tcode), pieces, default)
+
+
+def _register() -> None:
+    import scipy._lib._util as util
+    import scipy._lib.array_api_extra as xpx
+
+    defcomposite(intercepted(xpx.apply_where), _apply_where)
+    if hasattr(util, "_lazyselect"):
+        defcomposite(intercepted(util._lazyselect), _lazyselect)
+
+
+_register()
