@@ -69,8 +69,9 @@ def _module(frame: FrameType) -> str:
     return frame.f_globals.get("__name__", "") or ""
 
 
-def _is_library(frame: FrameType) -> bool:
-    return _module(frame).partition(".")[0] in LIBRARIES
+def _is_library(frame: FrameType, extra: tuple = ()) -> bool:
+    top = _module(frame).partition(".")[0]
+    return top in LIBRARIES or top in extra
 
 
 def _public_name(frame: FrameType) -> str:
@@ -96,14 +97,17 @@ def _public_name(frame: FrameType) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
-def _locate(frames: List[Tuple[FrameType, int]]) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+def _locate(
+    frames: List[Tuple[FrameType, int]], extra: tuple = ()
+) -> Tuple[Optional[str], Optional[str], Optional[str]]:
     """From ``(frame, line)`` pairs, innermost first: (called, converting, user site).
 
-    Frames of tapegrad itself are skipped when naming library functions.
+    Frames of tapegrad itself are skipped when naming library functions; ``extra``
+    names more top-level packages whose frames count as library.
     """
     called = converting = user = None
     for i, (frame, line) in enumerate(frames):
-        if not _is_library(frame):
+        if not _is_library(frame, extra):
             user = f"{frame.f_code.co_filename}:{line}"
             library = [f for f, _ in frames[:i] if not _module(f).startswith("tapegrad")]
             if library:
@@ -248,23 +252,53 @@ _CONVERSION = re.compile(
 # Library code that takes a tracer for something other than an array and says so in its
 # own words: (module of the raising frame, message).  SciPy's array-API helpers treat an
 # object without ``__array_namespace__`` as read-only, so ``xpx.at(x, i).set(v)`` refuses.
-# SciPy's array-API mode also refuses a plain ndarray it built itself next to a tracer
-# ("Multiple namespaces"): that step mixes array types and cannot be traced as it is.
 # SciPy 1.18 moved its vendored array_api_compat and array_api_extra from scipy._lib
 # to scipy._external.
 _LIBRARY_REFUSALS = (
     ("scipy._lib.array_api_extra.", re.compile(r"^Can't update read-only array")),
     ("scipy._external.array_api_extra.", re.compile(r"^Can't update read-only array")),
-    ("scipy._lib.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
-    ("scipy._external.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
+)
+
+# A call that mixes plain NumPy arrays with tracers, refused by the library's array-API
+# mode: SciPy (SCIPY_ARRAY_API=1) and scikit-learn (array_api_dispatch=True) want every
+# array of one call, or an estimator's fitted arrays and its input, in one namespace.
+_MIXED_NAMESPACES = (
+    ("scipy.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
+    ("sklearn.", re.compile(r"^Multiple namespaces for array inputs: .*tapegrad")),
+    ("sklearn.", re.compile(r"must use the same namespace .*fit\(\)(?s:.*)tapegrad")),
+)
+
+_MIXED_ADVICE = (
+    "Nothing has to be lost here, only the arrays' kinds differ. Pass each plain array the "
+    "call takes through the tracer's namespace (xp = x.__array_namespace__(); c = xp.asarray(c)), "
+    "fit an estimator on the same kind of array as you then transform (fit inside the "
+    "differentiated function, or move_estimator_to(estimator, x.__array_namespace__(), None) "
+    "from sklearn.utils._array_api), or use SciPy in its default mode (SCIPY_ARRAY_API unset), "
+    "where tapegrad's rules for SciPy functions apply. See docs/scipy-sklearn.md."
 )
 
 
-def _library_refusal(frames: List[Tuple[FrameType, int]], message: str) -> bool:
+def _matches(frames: List[Tuple[FrameType, int]], message: str, table: tuple) -> bool:
     if not frames:
         return False
     module = _module(frames[0][0])
-    return any(module.startswith(prefix) and pattern.search(message) for prefix, pattern in _LIBRARY_REFUSALS)
+    return any(module.startswith(prefix) and pattern.search(message) for prefix, pattern in table)
+
+
+def _library_refusal(frames: List[Tuple[FrameType, int]], message: str) -> bool:
+    return _matches(frames, message, _LIBRARY_REFUSALS)
+
+
+def _mixed_namespaces(exc: BaseException, frames: List[Tuple[FrameType, int]], message: str) -> BaseException:
+    called, converting, user = _locate(frames, ("sklearn",))
+    subject, inside = _library_call(called or "library code", converting, user)
+    error = GradientDroppedError(
+        f"{subject} received plain NumPy arrays together with tapegrad tracers{inside}, and in its "
+        f"array-API mode it refuses arrays of two namespaces in one call ({type(exc).__name__}: "
+        f"{message.splitlines()[0] if message else message}). " + _MIXED_ADVICE
+    )
+    error.__cause__ = exc
+    return error
 
 
 def translate(exc: BaseException) -> BaseException:
@@ -283,6 +317,8 @@ def translate(exc: BaseException) -> BaseException:
     message = str(exc)
     frames = _traceback(exc.__traceback__)
     replaced = bool(frames) and _site(*frames[0]) == getattr(_last_conversion, "site", None)
+    if _matches(frames, message, _MIXED_NAMESPACES):
+        return _mixed_namespaces(exc, frames, message)
     if _library_refusal(frames, message):
         called, converting, user = _locate(frames)
         subject, inside = _library_call(called or "library code", converting, user)
