@@ -1,0 +1,503 @@
+"""Derivatives of ``scipy.signal``'s linear filters, by their exact adjoints.
+
+Reached through SciPy's door (:mod:`tapegrad.interception`).
+
+IIR filters
+-----------
+``lfilter`` is one primitive: with ``a[0] == 1`` (the composite divides ``b``
+and ``a`` by ``a[0]`` first, as SciPy does), ``y = A^{-1} (B x + P zi)`` where
+``A`` and ``B`` are the lower-triangular Toeplitz matrices of ``a`` and ``b``
+along the time axis and ``P`` places the initial state at the first samples.
+With ``w = A^{-T} g`` (the same filter run backwards in time: ``lfilter([1], a)``
+on the reversed cotangent):
+
+* ``x̄ = B^T w`` (the FIR part run backwards),
+* ``zī = w[:K]`` (its first ``K = max(len(a), len(b)) - 1`` samples),
+* ``b̄[k] = sum_n w[n] x[n - k]`` and ``ā[k] = -sum_n w[n] y[n - k]``.
+
+Every one of these is again ``lfilter`` (or sums of products), so the second
+derivative is recorded like the first.  The final state ``zf`` is read from the
+filter's response to ``K`` extra zero samples: ``zf[m] = sum_{j<=m} a[j] y[N + m - j]``.
+``lfilter_zi``, ``filtfilt`` (``method='pad'``), ``sosfilt``, ``sosfilt_zi`` and
+``sosfiltfilt`` are composites that mirror SciPy's Python code on top of it
+(``sosfilt`` is the cascade of its sections' ``lfilter`` calls, so its values
+agree with SciPy's to rounding, not bit for bit); ``decimate`` with an IIR
+filter then runs SciPy's own code unchanged.
+
+Convolutions
+------------
+``convolve`` and ``correlate`` (every mode and method, n-D) are composites of
+one primitive, the *full* convolution computed by SciPy with the method asked
+for; its VJPs are full convolutions of the cotangent with the reversed other
+operand, cropped to the operand's shape (holomorphic: no conjugate).  ``fftconvolve``
+and ``oaconvolve`` already run on tracers through tapegrad's ``scipy.fft`` rules.
+
+Spectra
+-------
+``ShortTimeFFT.stft_detrend`` writes each segment's FFT into a preallocated
+array; its composite stacks them instead, so ``welch``, ``periodogram``,
+``csd``, ``spectrogram`` and ``ShortTimeFFT.stft``/``spectrogram`` run SciPy's
+own code on tracers (quadratic in ``x``: first and second order).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+import scipy.signal as _sig
+from scipy.signal import _signaltools as _st
+from scipy.signal._arraytools import axis_reverse, axis_slice
+
+from ..dispatch import primitive, strip
+from ..errors import NonDifferentiableArgumentError
+from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
+from ..tracer import Tracer
+
+_sp_lfilter = _sig.lfilter
+_sp_convolve = _sig.convolve
+_sp_lfilter_zi = _sig.lfilter_zi
+_sp_sosfilt_zi = _sig.sosfilt_zi
+
+
+def _traced(value: Any) -> bool:
+    if type(value) is Tracer:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_traced(v) for v in value)
+    return False
+
+
+def _as_array(value: Any) -> Any:
+    if type(value) is Tracer:
+        return value
+    if isinstance(value, (list, tuple)) and _traced(value):
+        return np.stack([_as_array(v) for v in value])
+    return np.asarray(value)
+
+
+def _constant(name: str, arg: str, value: Any) -> Any:
+    if _traced(value):
+        raise NonDifferentiableArgumentError(
+            f"scipy.signal.{name}: tapegrad does not differentiate with respect to {arg!r}. "
+            "Pass a plain value, or tapegrad.stop_gradient(...) of it to use it as a constant."
+        )
+    return value
+
+
+def _negative_axis(axis: Any, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis - ndim if axis >= 0 else axis
+
+
+def _inner(ndim: int) -> tuple:
+    return tuple(range(-ndim, 0))
+
+
+# ------------------------------------------------------------------ lfilter
+def _lfilter_raw(b, a, x, zi, axis):
+    if zi is None:
+        return _sp_lfilter(b, a, x, axis)
+    return _sp_lfilter(b, a, x, axis, zi)[0]
+
+
+lfilter_p = primitive(_lfilter_raw)
+_ONE = np.ones(1)
+_ONE.flags.writeable = False
+
+
+def _backwards(g: Any, b: Any, a: Any, axis: int) -> Any:
+    """The filter ``b / a`` run backwards in time along ``axis`` (the transpose of running it forwards)."""
+    return np.flip(lfilter_p(b, a, np.flip(g, axis), None, axis), axis)
+
+
+def _lagged_products(w: Any, v: Any, taps: int, axis: int, ndim: int) -> Any:
+    """``out[..., k] = sum_n w[n] v[n - k]`` for ``k < taps``, summed over ``v``'s axes."""
+    wl, vl = np.moveaxis(w, axis, -1), np.moveaxis(v, axis, -1)
+    n = np.shape(vl)[-1]
+    zero = np.zeros(np.shape(wl)[: np.ndim(wl) - ndim], dtype=np.result_type(strip(wl), strip(vl)))
+    terms = [np.sum(wl[..., k:] * vl[..., : n - k], axis=_inner(ndim)) if k < n else zero for k in range(taps)]
+    return np.stack(terms, axis=-1)
+
+
+def _lfilter_vjp_b(g, ans, b, a, x, zi, axis):
+    w = _backwards(g, _ONE, a, axis)
+    return _lagged_products(w, x, np.shape(b)[0], axis, np.ndim(x))
+
+
+def _lfilter_vjp_a(g, ans, b, a, x, zi, axis):
+    w = _backwards(g, _ONE, a, axis)
+    return -_lagged_products(w, ans, np.shape(a)[0], axis, np.ndim(x))
+
+
+def _lfilter_vjp_x(g, ans, b, a, x, zi, axis):
+    return _backwards(g, b, a, axis)
+
+
+def _lfilter_vjp_zi(g, ans, b, a, x, zi, axis):
+    w = _backwards(g, _ONE, a, axis)
+    k, n = np.shape(zi)[axis], np.shape(x)[axis]
+    if n < k:  # a state entry that no output sample reads
+        widths = [(0, 0)] * np.ndim(w)
+        widths[axis] = (0, k - n)
+        w = np.pad(w, widths)
+    return w[(Ellipsis, slice(0, k)) + (slice(None),) * (-axis - 1)]
+
+
+defvjp(
+    lfilter_p,
+    _lfilter_vjp_b,
+    _lfilter_vjp_a,
+    _lfilter_vjp_x,
+    _lfilter_vjp_zi,
+    CONSTANT_ARG,
+    note="exact adjoint: the filter run backwards in time; b and a through the filtered signals",
+)
+
+
+def _normalized(b: Any, a: Any) -> tuple:
+    """``b / a[0], a / a[0]`` (SciPy's normalisation), untouched when ``a[0]`` is a plain 1."""
+    if type(a) is Tracer or float(np.real(strip(a)[0])) != 1.0 or np.iscomplexobj(strip(a)):
+        b, a = b / a[0], a / a[0]
+    return b, a
+
+
+def _lfilter(b, a, x, axis=-1, zi=None):
+    b, a, x = np.atleast_1d(_as_array(b)), np.atleast_1d(_as_array(a)), _as_array(x)
+    axis = _negative_axis(_constant("lfilter", "axis", axis), np.ndim(x))
+    if np.ndim(b) != 1 or np.size(strip(b)) == 0:
+        raise ValueError(f"Parameter b is not a non-empty 1d array, since b.shape={np.shape(b)}!")
+    if np.ndim(a) != 1 or np.size(strip(a)) == 0:
+        raise ValueError(f"Parameter a is not a non-empty 1d array, since a.shape={np.shape(a)}!")
+    if float(np.abs(strip(a)[0])) == 0.0:
+        _sp_lfilter(strip(b), strip(a), strip(x), axis)  # SciPy's own error
+    b, a = _normalized(b, a)
+    if zi is None:
+        return lfilter_p(b, a, x, None, axis)
+    zi = _as_array(zi)
+    k = max(np.shape(a)[0], np.shape(b)[0]) - 1
+    expected = list(np.shape(x))
+    expected[axis] = k
+    if np.ndim(zi) != np.ndim(x):
+        raise ValueError(f"Dimensions of parameters x and zi must match, but x.ndim={np.ndim(x)}, zi.ndim={np.ndim(zi)}!")
+    if tuple(np.shape(zi)) != tuple(expected):
+        if np.shape(zi)[axis] != k or any(s not in (1, e) for s, e in zip(np.shape(zi), expected)):
+            raise ValueError(f"Unexpected shape for parameter zi: expected {tuple(expected)}, found {np.shape(zi)}.")
+        zi = np.broadcast_to(zi, tuple(expected))
+    n = np.shape(x)[axis]
+    if k == 0:
+        y = lfilter_p(b, a, x, zi, axis)
+        return y, np.zeros(tuple(expected), dtype=np.result_type(strip(y)))
+    # Run K zero samples past the end: y is unchanged (causal), and the extra outputs give zf.
+    widths = [(0, 0)] * np.ndim(x)
+    widths[axis] = (0, k)
+    y_ext = lfilter_p(b, a, np.pad(x, widths), zi, axis)
+
+    def take(start, stop):
+        return y_ext[(Ellipsis, slice(start, stop)) + (slice(None),) * (-axis - 1)]
+
+    tail = np.moveaxis(take(n, n + k), axis, -1)
+    zf_terms = []
+    for m in range(k):
+        total = tail[..., m]
+        for j in range(1, min(m, np.shape(a)[0] - 1) + 1):
+            total = total + a[j] * tail[..., m - j]
+        zf_terms.append(total)
+    zf = np.moveaxis(np.stack(zf_terms, axis=-1), -1, axis)
+    return take(0, n), zf
+
+
+defcomposite(intercepted(_sig.lfilter), _lfilter, note="b, a, x and zi; zf from K extra zero samples")
+
+
+def _lfilter_zi(b, a):
+    b, a = np.atleast_1d(_as_array(b)), np.atleast_1d(_as_array(a))
+    if np.ndim(b) != 1:
+        raise ValueError("Numerator b must be 1-D.")
+    if np.ndim(a) != 1:
+        raise ValueError("Denominator a must be 1-D.")
+    while np.shape(a)[0] > 1 and strip(a)[0] == 0.0:
+        a = a[1:]
+    if np.shape(a)[0] < 1:
+        raise ValueError("There must be at least one nonzero `a` coefficient.")
+    b, a = _normalized(b, a)
+    n = max(np.shape(a)[0], np.shape(b)[0])
+    if np.shape(a)[0] < n:
+        a = np.concatenate([a, np.zeros(n - np.shape(a)[0])])
+    elif np.shape(b)[0] < n:
+        b = np.concatenate([b, np.zeros(n - np.shape(b)[0])])
+    # I - companion(a).T: the identity, minus ones above the diagonal, plus a[1:] in column 0.
+    first = np.zeros(n - 1)
+    if n > 1:
+        first[0] = 1.0
+    i_minus_a = (np.eye(n - 1) - np.eye(n - 1, k=1)) + a[1:, None] * first
+    return np.linalg.solve(i_minus_a, b[1:] - a[1:] * b[0])
+
+
+defcomposite(intercepted(_sig.lfilter_zi), _lfilter_zi)
+
+
+def _zi_of(b: Any, a: Any) -> Any:
+    """SciPy's own ``lfilter_zi`` for plain coefficients (exact values); the traced composite otherwise."""
+    if _traced(b) or _traced(a):
+        return _lfilter_zi(b, a)
+    return _sp_lfilter_zi(b, a)
+
+
+def _filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=None):
+    b, a, x = np.atleast_1d(_as_array(b)), np.atleast_1d(_as_array(a)), _as_array(x)
+    for arg, value in (("axis", axis), ("padtype", padtype), ("padlen", padlen), ("method", method), ("irlen", irlen)):
+        _constant("filtfilt", arg, value)
+    if method not in ("pad", "gust"):
+        raise ValueError("method must be 'pad' or 'gust'.")
+    if method == "gust":
+        raise NonDifferentiableArgumentError(
+            "scipy.signal.filtfilt(..., method='gust'): tapegrad has no rule for Gustafsson's method "
+            "(its initial conditions come from a least-squares fit in compiled code). "
+            "Use method='pad' (the default), or sosfiltfilt."
+        )
+    edge, ext = _st._validate_pad(padtype, padlen, x, axis, ntaps=max(np.shape(a)[0], np.shape(b)[0]))
+    zi = _zi_of(b, a)
+    zi_shape = [1] * np.ndim(x)
+    zi_shape[axis] = np.size(strip(zi))
+    zi = np.reshape(zi, zi_shape)
+    x0 = axis_slice(ext, stop=1, axis=axis)
+    y, _ = _lfilter(b, a, ext, axis=axis, zi=zi * x0)
+    y0 = axis_slice(y, start=-1, axis=axis)
+    y, _ = _lfilter(b, a, axis_reverse(y, axis=axis), axis=axis, zi=zi * y0)
+    y = axis_reverse(y, axis=axis)
+    if edge > 0:
+        y = axis_slice(y, start=edge, stop=-edge, axis=axis)
+    return y
+
+
+defcomposite(intercepted(_sig.filtfilt), _filtfilt, note="method='pad' (Gustafsson's method raises)")
+
+
+# ------------------------------------------------------------------ second-order sections
+def _validate_sos(sos: Any) -> tuple:
+    sos = _as_array(sos)
+    if np.ndim(sos) == 1:
+        sos = sos[None, :]
+    if np.ndim(sos) != 2:
+        raise ValueError("sos array must be 2D")
+    n_sections, m = np.shape(sos)
+    if m != 6:
+        raise ValueError("sos array must be shape (n_sections, 6)")
+    if not np.all(strip(sos)[:, 3] == 1):
+        raise ValueError("sos[:, 3] should be all ones")
+    return sos, n_sections
+
+
+def _sosfilt(sos, x, axis=-1, zi=None):
+    sos, n_sections = _validate_sos(sos)
+    x = _as_array(x)
+    if np.result_type(strip(x)).kind not in "fc":
+        x = x.astype(np.float64)
+    axis = _negative_axis(_constant("sosfilt", "axis", axis), np.ndim(x))
+    dtype = np.result_type(strip(sos), strip(x))
+    if zi is not None:
+        zi = _as_array(zi)
+        expected = list(np.shape(x))
+        expected[axis] = 2
+        expected = tuple([n_sections] + expected)
+        if tuple(np.shape(zi)) != expected:
+            raise ValueError(
+                f"Invalid zi shape. With axis={axis!r}, an input with shape {np.shape(x)!r}, and an sos array "
+                f"with {n_sections} sections, zi must have shape {expected!r}, got {np.shape(zi)!r}."
+            )
+        dtype = np.result_type(dtype, strip(zi))
+    y, states = x, []
+    for s in range(n_sections):
+        if zi is None:
+            y = _lfilter(sos[s, :3], sos[s, 3:], y, axis=axis)
+        else:
+            y, zf = _lfilter(sos[s, :3], sos[s, 3:], y, axis=axis, zi=zi[s])
+            states.append(zf)
+    y = y if np.result_type(strip(y)) == dtype else y.astype(dtype)
+    if zi is None:
+        return y
+    zf = np.stack(states)
+    return y, (zf if np.result_type(strip(zf)) == dtype else zf.astype(dtype))
+
+
+defcomposite(intercepted(_sig.sosfilt), _sosfilt, note="the cascade of its sections' lfilter calls")
+
+
+def _sosfilt_zi(sos):
+    sos = _as_array(sos)
+    if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
+        raise ValueError("sos must be shape (n_sections, 6)")
+    if np.result_type(strip(sos)).kind in "biu":
+        sos = sos.astype(np.float64)
+    rows, scale = [], 1.0
+    for s in range(np.shape(sos)[0]):
+        b, a = sos[s, :3], sos[s, 3:]
+        rows.append(scale * _lfilter_zi(b, a))
+        scale = scale * (np.sum(b) / np.sum(a))  # the section's gain at DC
+    return np.stack(rows)
+
+
+defcomposite(intercepted(_sig.sosfilt_zi), _sosfilt_zi)
+
+
+def _sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
+    for arg, value in (("axis", axis), ("padtype", padtype), ("padlen", padlen)):
+        _constant("sosfiltfilt", arg, value)
+    sos, n_sections = _validate_sos(sos)
+    x = _as_array(x)
+    if np.result_type(strip(x)).kind not in "fc":
+        x = x.astype(np.float64)
+    raw = strip(sos)
+    ntaps = 2 * n_sections + 1 - min(int((raw[:, 2] == 0).sum()), int((raw[:, 5] == 0).sum()))
+    edge, ext = _st._validate_pad(padtype, padlen, x, axis, ntaps=ntaps)
+    zi = _sosfilt_zi(sos) if _traced(sos) else _sp_sosfilt_zi(raw)
+    zi_shape = [1] * np.ndim(x)
+    zi_shape[axis] = 2
+    zi = np.reshape(zi, [n_sections] + zi_shape)
+    x0 = axis_slice(ext, stop=1, axis=axis)
+    y, _ = _sosfilt(sos, ext, axis=axis, zi=zi * x0)
+    y0 = axis_slice(y, start=-1, axis=axis)
+    y, _ = _sosfilt(sos, axis_reverse(y, axis=axis), axis=axis, zi=zi * y0)
+    y = axis_reverse(y, axis=axis)
+    if edge > 0:
+        y = axis_slice(y, start=edge, stop=-edge, axis=axis)
+    return y
+
+
+defcomposite(intercepted(_sig.sosfiltfilt), _sosfiltfilt)
+
+
+# ------------------------------------------------------------------ convolution
+def _convolve_full_raw(a, b, method):
+    return _sp_convolve(a, b, "full", method)
+
+
+convolve_full_p = primitive(_convolve_full_raw)
+
+
+def _convolve_vjp(other: int):
+    # d/da of sum_k g[k] (a * b)[k] is sum_k g[k] b[k - i]: the full convolution of g with
+    # the reversed b, read from offset len(b) - 1 on every axis.
+    def vjp(g, ans, a, b, method):
+        this, that = (a, b) if other == 1 else (b, a)
+        nb = np.ndim(g) - np.ndim(this)
+        flipped = np.flip(that, axis=tuple(range(np.ndim(that))))
+        full = convolve_full_p(g, np.reshape(flipped, (1,) * nb + np.shape(that)), "auto" if method == "auto" else method)
+        crop = (Ellipsis,) + tuple(slice(m - 1, m - 1 + n) for n, m in zip(np.shape(this), np.shape(that)))
+        return full[crop]
+
+    return vjp
+
+
+defvjp(convolve_full_p, _convolve_vjp(1), _convolve_vjp(0), CONSTANT_ARG, note="full convolutions with the reversed other operand")
+
+
+def _crop(full: Any, s1: tuple, s2: tuple, mode: str) -> Any:
+    if mode == "full":
+        return full
+    if mode == "same":
+        shape = s1
+    elif mode == "valid":
+        shape = tuple(abs(i - j) + 1 for i, j in zip(s1, s2))
+    else:
+        raise ValueError("Acceptable mode flags are 'valid', 'same', or 'full'.")
+    start = [(f - n) // 2 for f, n in zip(np.shape(full), shape)]
+    return full[tuple(slice(s, s + n) for s, n in zip(start, shape))]
+
+
+def _check_convolve(name: str, in1: Any, in2: Any, mode: Any, method: Any) -> None:
+    _constant(name, "mode", mode)
+    _constant(name, "method", method)
+    if np.ndim(in1) != np.ndim(in2):
+        raise ValueError(f"{'volume and kernel' if name == 'convolve' else 'in1 and in2'} should have the same dimensionality")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError("Acceptable mode flags are 'valid', 'same', or 'full'.")
+    if method not in ("auto", "direct", "fft"):
+        raise ValueError("Acceptable method flags are 'auto', 'direct', or 'fft'.")
+    if mode == "valid" and not (
+        all(i >= j for i, j in zip(np.shape(in1), np.shape(in2))) or all(j >= i for i, j in zip(np.shape(in1), np.shape(in2)))
+    ):
+        raise ValueError("For 'valid' mode, one must be at least as large as the other in every dimension")
+
+
+def _result_dtype(y: Any, dtype: np.dtype) -> Any:
+    return y if np.result_type(strip(y)) == dtype else y.astype(dtype)
+
+
+def _convolve(in1, in2, mode="full", method="auto"):
+    a, b = _as_array(in1), _as_array(in2)
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        return a * b
+    _check_convolve("convolve", a, b, mode, method)
+    dtype = np.result_type(strip(a), strip(b))
+    return _result_dtype(_crop(convolve_full_p(a, b, method), np.shape(a), np.shape(b), mode), dtype)
+
+
+def _correlate(in1, in2, mode="full", method="auto"):
+    a, b = _as_array(in1), _as_array(in2)
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        return a * (np.conjugate(b) if np.iscomplexobj(strip(b)) else b)
+    _check_convolve("correlate", a, b, mode, method)
+    dtype = np.result_type(strip(a), strip(b))
+    swap = mode == "valid" and any(j > i for i, j in zip(np.shape(a), np.shape(b)))
+    if swap:
+        # SciPy correlates the larger with the smaller and reverses (and conjugates) the result.
+        a, b = b, a
+    rev = np.flip(b, axis=tuple(range(np.ndim(b))))
+    if np.iscomplexobj(strip(rev)):
+        rev = np.conjugate(rev)
+    out = _crop(convolve_full_p(a, rev, method), np.shape(a), np.shape(b), mode)
+    if swap:
+        out = np.flip(out, axis=tuple(range(np.ndim(out))))
+        if np.iscomplexobj(strip(out)):
+            out = np.conjugate(out)
+    return _result_dtype(out, dtype)
+
+
+defcomposite(intercepted(_sig.convolve), _convolve, note="every mode and method")
+defcomposite(intercepted(_sig.correlate), _correlate, note="every mode and method (complex in2 conjugated)")
+
+
+# ------------------------------------------------------------------ spectra
+def _stft_detrend(self, x, detr, p0=None, p1=None, *, k_offset=0, padding="zeros", axis=-1):
+    x = _as_array(x)
+    if self.onesided_fft and np.iscomplexobj(strip(x)):
+        raise ValueError(
+            f"Complex-valued `x` not allowed for self.fft_mode={self.fft_mode!r}'! "
+            "Set property `fft_mode` to 'twosided' or 'centered'."
+        )
+    if isinstance(detr, str):
+        detr = partial(_sig.detrend, type=detr)
+    elif not (detr is None or callable(detr)):
+        raise ValueError(f"Parameter detr={detr!r} is not a str, function or None!")
+    n = np.shape(x)[axis]
+    m2p = self.m_num - self.m_num_mid
+    if not n >= m2p:
+        raise ValueError(f"len(x)={n} must be >= ceil(m_num/2) = {m2p}!")
+    if np.ndim(x) > 1:
+        x = np.moveaxis(x, axis, -1)
+    p0, p1 = self.p_range(n, p0, p1)
+    columns = []
+    for x_ in self._x_slices(x, k_offset, p0, p1, padding):
+        if detr is not None:
+            x_ = detr(x_)
+        columns.append(self._fft_func(x_ * self.win.conj()))
+    if not columns:
+        s = np.zeros(np.shape(x)[:-1] + (self.f_pts, 0), dtype=complex)
+    else:
+        # SciPy writes each segment into a complex128 array; stacking records the same values.
+        s = np.stack(columns, axis=-1).astype(complex)
+    if np.ndim(x) > 1:
+        return np.moveaxis(s, -2, axis if axis >= 0 else axis - 1)
+    return s
+
+
+defcomposite(
+    intercepted(_sig.ShortTimeFFT.stft_detrend),
+    _stft_detrend,
+    note="segments stacked instead of written into a preallocated array (welch, periodogram, csd, spectrogram)",
+)
