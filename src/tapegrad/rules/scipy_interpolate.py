@@ -1,0 +1,923 @@
+"""Derivatives of :mod:`scipy.interpolate`: in the data and in the query points.
+
+Interpolants are objects built once and called many times, so the rules come in
+two halves that meet in the object's own attributes:
+
+Construction with traced data
+    The constructor (``CubicSpline.__init__``, ``make_interp_spline``, ...) runs
+    SciPy's own code on the *plain* values, so every attribute, check and error is
+    SciPy's, and then replaces the coefficient array by a traced one:
+
+    * coefficients *linear* in the data (``CubicSpline`` for every ``bc_type``,
+      ``make_interp_spline``, ``make_lsq_spline``, ``make_smoothing_spline`` with
+      ``lam``): one primitive whose forward value is SciPy's coefficient array and
+      whose VJP contracts the cotangent with the map's matrix, built (once, on the
+      first backward pass) by running the same SciPy construction on the identity
+      columns: the exact map SciPy applies, boundary conditions included
+      (derivative values in ``bc_type`` only add a constant, so they are zeroed
+      for the map).  The matrix costs ``O(n^2)`` memory for ``n`` data points;
+    * ``CubicHermiteSpline``, ``PchipInterpolator`` and ``Akima1DInterpolator``:
+      SciPy's formulas for the slopes and the Hermite coefficients, re-run on the
+      traced data (branches chosen on the plain values, as SciPy chooses them);
+    * ``PPoly(c, x)``, ``BSpline(t, c, k)``: the traced ``c`` itself.
+
+Evaluation (methods intercepted with ``inspect_self``)
+    ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
+    ``integrate``, ``BSpline.__call__``/``derivative``/``antiderivative``/
+    ``integrate``, ``interp1d.__call__`` and ``RegularGridInterpolator.__call__``
+    are written with NumPy: the interval of each query point is found on plain
+    values (``searchsorted``: piecewise constant), the polynomial piece (Horner's
+    rule) or B-spline basis (de Boor's recurrence) is evaluated on the traced
+    values, so query points, data or both may be traced, at every order.
+
+Not differentiated (a clear error instead): the breakpoints/knots/grid (``x``,
+``t``, ``points``), ``roots``/``solve``/``extend``, ``BPoly``, the smoothing
+splines of FITPACK (``UnivariateSpline`` and its subclasses), a
+``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
+with a traced ``fill_value``.  A periodic interpolant's data must have
+``y[0] == y[-1]``; its gradient is shared equally between the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+from scipy import special
+from scipy.interpolate import (
+    Akima1DInterpolator,
+    BPoly,
+    BSpline,
+    CubicHermiteSpline,
+    CubicSpline,
+    InterpolatedUnivariateSpline,
+    LSQUnivariateSpline,
+    PchipInterpolator,
+    PPoly,
+    RegularGridInterpolator,
+    UnivariateSpline,
+    interp1d,
+    interpn,
+    make_interp_spline,
+    make_lsq_spline,
+    make_smoothing_spline,
+)
+from scipy.interpolate import _interpolate, _polyint, _rgi
+
+from ..binding import has_tracer, strip_all
+from ..dispatch import primitive
+from ..errors import NonDifferentiableArgumentError, UnsupportedFunctionError
+from ..registry import defcomposite, defvjp, intercepted
+from ..tracer import Tracer, strip
+
+__all__: list = []
+
+_PPolyBase = _interpolate._PPolyBase
+_Interpolator1D = _polyint._Interpolator1D
+
+
+# ----------------------------------------------------------------- helpers
+def _traced(value: Any) -> bool:
+    return type(value) is Tracer or has_tracer(value)
+
+
+def _plain(function: str, name: str, value: Any, why: str = "") -> None:
+    """Refuse a tracer in an argument tapegrad does not differentiate (knots, orders, options)."""
+    if _traced(value):
+        raise NonDifferentiableArgumentError(
+            f"tapegrad cannot differentiate scipy.interpolate.{function} with respect to {name}"
+            f"{': ' + why if why else ''}. Pass {name} as plain values "
+            "(tapegrad.stop_gradient(...) if they are computed from traced values)."
+        )
+
+
+def _float(value: Any) -> Any:
+    """A traced or plain array as SciPy stores data: float64, or complex128 for complex values."""
+    if type(value) is not Tracer:
+        value = np.asarray(value)
+    want = np.complex128 if np.iscomplexobj(value) else np.float64
+    return value if value.dtype == want else value.astype(want)
+
+
+def _keep_traced(obj: Any, attribute: str, value: Any) -> None:
+    """Set ``obj.attribute`` to a traced array, where the door's ``inspect_self`` sees it.
+
+    SciPy's ``PPoly`` keeps its coefficients in ``__slots__``, which the door does not
+    look into; a reference in the instance ``__dict__`` makes the instance traced.
+    """
+    setattr(obj, attribute, value)
+    state = getattr(obj, "__dict__", None)
+    if state is not None and attribute not in state:
+        state["_tapegrad_traced"] = value
+
+
+def _flat_points(x: Any) -> tuple:
+    """Query points as SciPy prepares them: ``(flat float64 values, plain copy, shape)``."""
+    if type(x) is not Tracer:
+        x = np.asarray(x)
+    shape = np.shape(x)
+    flat = np.reshape(x, (-1,))
+    if flat.dtype != np.float64:
+        flat = flat.astype(np.float64)
+    return flat, np.asarray(strip(flat)), shape
+
+
+def _trailing(v: Any, nd: int) -> Any:
+    """``v`` (one value per query point) shaped to broadcast over ``nd`` trailing axes."""
+    return np.reshape(v, np.shape(v) + (1,) * nd)
+
+
+def _axis_last(out: Any, x_ndim: int, axis: int) -> Any:
+    """SciPy's placement of the query axes at ``axis`` of the data's shape."""
+    if axis == 0:
+        return out
+    order = list(range(np.ndim(out)))
+    order = order[x_ndim : x_ndim + axis] + order[:x_ndim] + order[x_ndim + axis :]
+    return np.transpose(out, order)
+
+
+# ----------------------------------------------------------------- coefficients linear in the data
+class _LinearMap:
+    """SciPy's coefficients for one data array, and the matrix of their linear map from it.
+
+    ``build(Y)`` runs the SciPy construction on data ``Y`` of shape ``(n, n)`` (the
+    interpolation axis first, homogeneous boundary values) and returns the
+    coefficient array ``C + (n,)``; ``periodic`` data have ``y[0] == y[-1]``, so the
+    first and last basis columns are ``e_0 + e_{n-1}`` and share the derivative.
+    """
+
+    __slots__ = ("coefficients", "build", "n", "periodic", "_matrix")
+
+    def __init__(self, coefficients: Any, build: Callable[[np.ndarray], Any], n: int, periodic: bool) -> None:
+        self.coefficients = coefficients
+        self.build = build
+        self.n = n
+        self.periodic = periodic
+        self._matrix: Optional[np.ndarray] = None
+
+    def matrix(self) -> np.ndarray:
+        if self._matrix is None:
+            basis = np.eye(self.n)
+            if self.periodic:
+                basis[0, -1] = basis[-1, 0] = 1.0
+            matrix = np.array(self.build(basis), dtype=np.float64)
+            if self.periodic:
+                matrix[..., [0, -1]] *= 0.5
+            self._matrix = matrix
+        return self._matrix
+
+
+def _linear_coefficients(y0: Any, linear_map: _LinearMap) -> Any:
+    # The map was built from these very data: its coefficients are SciPy's own.
+    return linear_map.coefficients
+
+
+linear_coefficients_p = primitive(_linear_coefficients)
+
+
+def _linear_coefficients_vjp(g, ans, y0, linear_map):
+    matrix = linear_map.matrix()  # C + (n,)
+    n_c = matrix.ndim - 1
+    n_r = np.ndim(y0) - 1
+    nd = np.ndim(g)
+    h = np.tensordot(g, matrix, axes=(list(range(nd - n_r - n_c, nd - n_r)), list(range(n_c))))
+    return np.moveaxis(h, -1, nd - n_r - n_c)  # batch + (n,) + R
+
+
+defvjp(linear_coefficients_p, _linear_coefficients_vjp, None, note="contracts with SciPy's map on identity columns")
+
+
+def _traced_coefficients(y_traced: Any, axis: int, coefficients: Any, build, periodic: bool = False) -> Any:
+    y0 = np.moveaxis(_float(y_traced), axis, 0)
+    return linear_coefficients_p(y0, _LinearMap(coefficients, build, np.shape(y0)[0], periodic))
+
+
+# ----------------------------------------------------------------- piecewise polynomials
+def _pp_derivative_coefficients(c: Any, nu: int) -> Any:
+    """Coefficients of the ``nu``-th derivative (SciPy's ``PPoly.derivative``)."""
+    if nu == 0:
+        return c
+    k = np.shape(c)[0]
+    if k <= nu:
+        return np.zeros((1,) + np.shape(c)[1:], dtype=np.result_type(c))
+    factor = special.poch(np.arange(k - nu, 0, -1), nu)
+    return c[:-nu] * _trailing(factor, np.ndim(c) - 1)
+
+
+def _pp_local_antiderivative(c: Any, nu: int) -> Any:
+    """Each piece integrated ``nu`` times from its left breakpoint (zero integration constants)."""
+    k = np.shape(c)[0]
+    factor = special.poch(np.arange(k, 0, -1), nu)
+    zeros = np.zeros((nu,) + np.shape(c)[1:], dtype=np.result_type(c))
+    return np.concatenate([c / _trailing(factor, np.ndim(c) - 1), zeros], axis=0)
+
+
+def _horner(c: Any, t: Any) -> Any:
+    out = c[0]
+    for j in range(1, np.shape(c)[0]):
+        out = out * t + c[j]
+    return out
+
+
+def _pp_antiderivative_coefficients(c: Any, x: np.ndarray, nu: int) -> Any:
+    """SciPy's ``PPoly.antiderivative``: integrate once ``nu`` times, continuous across breakpoints."""
+    h = np.diff(x)
+    for _ in range(nu):
+        c = _pp_local_antiderivative(c, 1)
+        # Piece i starts where piece i - 1 ended: its constant is the sum of the earlier pieces' integrals.
+        ends = _horner(c, _trailing(h, np.ndim(c) - 2))  # (m,) + R
+        zero = np.zeros((1,) + np.shape(ends)[1:], dtype=np.result_type(ends))
+        constants = np.concatenate([zero, np.cumsum(ends[:-1], axis=0)], axis=0)
+        c = np.concatenate([c[:-1], constants[None]], axis=0)
+    return c
+
+
+def _pp_intervals(x: np.ndarray, points: np.ndarray) -> tuple:
+    """SciPy's interval of each point (ascending or descending breakpoints) and which lie outside."""
+    m = len(x) - 1
+    if x[-1] >= x[0]:
+        index = np.searchsorted(x, points, side="right") - 1
+        inside = (points >= x[0]) & (points <= x[-1])
+    else:
+        index = np.searchsorted(-x, -points, side="right") - 1
+        inside = (points <= x[0]) & (points >= x[-1])
+    return np.clip(index, 0, m - 1), ~inside
+
+
+def _pp_evaluate(c: Any, x: np.ndarray, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+    flat, plain, shape = _flat_points(points)
+    if extrapolate == "periodic":
+        flat = x[0] + np.mod(flat - x[0], x[-1] - x[0])
+        plain = np.asarray(strip(flat))
+        extrapolate = False
+    if nu > 0:
+        c = _pp_derivative_coefficients(c, nu)
+    elif nu < 0:
+        c = _pp_local_antiderivative(c, -nu)
+    index, outside = _pp_intervals(x, plain)
+    n_r = np.ndim(c) - 2
+    t = _trailing(flat - x[index], n_r)
+    out = _horner(c[:, index], t)
+    if not extrapolate:
+        out = np.where(_trailing(outside & ~np.isnan(plain), n_r), np.nan, out)
+    out = np.reshape(out, shape + np.shape(c)[2:])
+    return _axis_last(out, len(shape), axis)
+
+
+def _require_ppoly(self: Any, method: str) -> None:
+    if not isinstance(self, PPoly):
+        raise UnsupportedFunctionError(
+            f"scipy.interpolate.{type(self).__name__}.{method}",
+            "tapegrad differentiates piecewise polynomials in the power basis (PPoly and its "
+            "subclasses); convert with PPoly.from_bernstein_basis(bp) first",
+        )
+
+
+def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
+    """A new instance of ``self``'s class holding ``c`` (SciPy's ``construct_fast``)."""
+    out = type(self).construct_fast(np.asarray(strip_all(c)), self._x, extrapolate, self.axis)
+    if _traced(c):
+        _keep_traced(out, "_c", c)
+    return out
+
+
+def _ppoly_call(self, x, nu=0, extrapolate=None):
+    _require_ppoly(self, "__call__")
+    _plain(f"{type(self).__name__}.__call__", "nu", nu)
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    return _pp_evaluate(self._c, self._x, x, int(nu), extrapolate, self.axis)
+
+
+def _ppoly_derivative(self, nu=1):
+    _require_ppoly(self, "derivative")
+    if nu < 0:
+        return self.antiderivative(-nu)
+    return _new_like(self, _pp_derivative_coefficients(self._c, nu), self.extrapolate)
+
+
+def _ppoly_antiderivative(self, nu=1):
+    _require_ppoly(self, "antiderivative")
+    if nu <= 0:
+        return self.derivative(-nu)
+    c = _pp_antiderivative_coefficients(self._c, self._x, nu)
+    return _new_like(self, c, False if self.extrapolate == "periodic" else self.extrapolate)
+
+
+def _primitive_at(c: Any, x: np.ndarray, points: Any, extrapolate: Any) -> Any:
+    """The antiderivative (coefficients ``c``) at ``points``; NaN outside unless extrapolating."""
+    return _pp_evaluate(c, x, points, 0, bool(extrapolate), 0)
+
+
+def _ppoly_integrate(self, a, b, extrapolate=None):
+    _require_ppoly(self, "integrate")
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    x = self._x
+    anti = _pp_antiderivative_coefficients(self._c, x, 1)
+    sign = 1.0
+    if strip(b) < strip(a):
+        a, b, sign = b, a, -1.0
+    if extrapolate != "periodic":
+        ends = _primitive_at(anti, x, np.stack([a, b]), extrapolate)
+        return sign * (ends[1] - ends[0])
+    _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
+    xs, xe = x[0], x[-1]
+    n_periods, left = divmod(b - a, xe - xs)
+    whole = _primitive_at(anti, x, np.array([xs, xe]), False)
+    total = (whole[1] - whole[0]) * n_periods
+    a = xs + (a - xs) % (xe - xs)
+    b = a + left
+    if b <= xe:
+        part = _primitive_at(anti, x, np.array([a, b]), False)
+        total = total + (part[1] - part[0])
+    else:
+        part = _primitive_at(anti, x, np.array([a, xe, xs, xs + left + a - xe]), False)
+        total = total + (part[1] - part[0]) + (part[3] - part[2])
+    return sign * total
+
+
+def _ppoly_unsupported(method: str, why: str):
+    def impl(self, *args, **kwargs):
+        raise UnsupportedFunctionError(f"scipy.interpolate.{type(self).__name__}.{method}", why)
+
+    return impl
+
+
+def _ppoly_init(self, c, x, extrapolate=None, axis=0):
+    name = type(self).__name__
+    _plain(name, "x", x, "breakpoints are not differentiated")
+    if isinstance(self, BPoly):
+        raise UnsupportedFunctionError(
+            "scipy.interpolate.BPoly", "tapegrad differentiates PPoly (power basis) only; build a PPoly instead"
+        )
+    _PPolyBase.__init__(self, strip_all(c), x, extrapolate, axis)  # SciPy's checks and attributes
+    c = _float(c)
+    if axis != 0:
+        c = np.moveaxis(np.moveaxis(c, axis + 1, 0), axis + 1, 0)
+    _keep_traced(self, "_c", c)
+
+
+def _hermite_coefficients(x: np.ndarray, y0: Any, d0: Any) -> Any:
+    """SciPy's ``CubicHermiteSpline`` coefficients from values and slopes (interpolation axis first)."""
+    dx = np.diff(x)
+    dxr = np.reshape(dx, (dx.shape[0],) + (1,) * (np.ndim(y0) - 1))
+    slope = (y0[1:] - y0[:-1]) / dxr
+    t = (d0[:-1] + d0[1:] - 2 * slope) / dxr
+    return np.stack((t / dxr, (slope - d0[:-1]) / dxr - t, d0[:-1], y0[:-1]))
+
+
+def _hermite_init(self, x, y, dydx, axis=0, extrapolate=None):
+    _plain("CubicHermiteSpline", "x", x, "breakpoints are not differentiated")
+    CubicHermiteSpline.__init__(self, x, strip_all(y), strip_all(dydx), axis, extrapolate)
+    y0 = np.moveaxis(_float(y), self.axis, 0)
+    d0 = np.moveaxis(_float(dydx), self.axis, 0)
+    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, d0))
+
+
+def _pchip_edge(h0, h1, m0, m1, m0v, m1v):
+    # SciPy's PchipInterpolator._edge_case, its branches taken on the plain values.
+    d = ((2 * h0 + h1) * m0 - h0 * m1) / (h0 + h1)
+    dv = ((2 * h0 + h1) * m0v - h0 * m1v) / (h0 + h1)
+    mask = np.sign(dv) != np.sign(m0v)
+    mask2 = (np.sign(m0v) != np.sign(m1v)) & (np.abs(dv) > 3.0 * np.abs(m0v))
+    return np.where(mask, 0.0, np.where((~mask) & mask2, 3.0 * m0, d))
+
+
+def _pchip_slopes(x: np.ndarray, y0: Any) -> Any:
+    """SciPy's ``PchipInterpolator._find_derivatives`` on traced values (axis 0)."""
+    shape = np.shape(y0)
+    y = np.reshape(y0, (shape[0], -1))
+    yv = np.asarray(strip_all(y))
+    h = np.diff(x)[:, None]
+    m = (y[1:] - y[:-1]) / h
+    mv = (yv[1:] - yv[:-1]) / h
+    if shape[0] == 2:
+        return np.reshape(np.concatenate([m, m], axis=0), shape)
+    sm = np.sign(mv)
+    flat = (sm[1:] != sm[:-1]) | (mv[1:] == 0) | (mv[:-1] == 0)
+    w1 = 2 * h[1:] + h[:-1]
+    w2 = h[1:] + 2 * h[:-1]
+    # Where the slope is set to zero, divide by ones instead (no NaN reaches the gradient).
+    m_left = np.where(flat, 1.0, m[:-1])
+    m_right = np.where(flat, 1.0, m[1:])
+    inner = np.where(flat, 0.0, (w1 + w2) / (w1 / m_left + w2 / m_right))
+    first = _pchip_edge(h[0], h[1], m[0], m[1], mv[0], mv[1])
+    last = _pchip_edge(h[-1], h[-2], m[-1], m[-2], mv[-1], mv[-2])
+    d = np.concatenate([first[None], inner, last[None]], axis=0)
+    return np.reshape(d, shape)
+
+
+def _pchip_init(self, x, y, axis=0, extrapolate=None):
+    _plain("PchipInterpolator", "x", x, "breakpoints are not differentiated")
+    PchipInterpolator.__init__(self, x, strip_all(y), axis, extrapolate)
+    y0 = np.moveaxis(_float(y), self.axis, 0)
+    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _pchip_slopes(self._x, y0)))
+
+
+def _akima_slopes(x: np.ndarray, y0: Any, method: str) -> Any:
+    """SciPy's Akima (``makima``) slopes on traced values (axis 0), branches on the plain values."""
+    shape = np.shape(y0)
+    y = np.reshape(y0, (shape[0], -1))
+    h = np.diff(x)[:, None]
+    mk = (y[1:] - y[:-1]) / h
+    if shape[0] == 2:
+        return np.reshape(np.concatenate([mk, mk], axis=0), shape)
+    m1 = 2.0 * mk[0] - mk[1]
+    m0 = 2.0 * m1 - mk[0]
+    mm2 = 2.0 * mk[-1] - mk[-2]
+    mm1 = 2.0 * mm2 - mk[-1]
+    m = np.concatenate([m0[None], m1[None], mk, mm2[None], mm1[None]], axis=0)
+    mv = np.asarray(strip(m))
+    t = 0.5 * (m[3:] + m[:-3])
+    dm = np.abs(np.diff(m, axis=0))
+    dmv = np.abs(np.diff(mv, axis=0))
+    if method == "makima":
+        pm = np.abs(m[1:] + m[:-1])
+        pmv = np.abs(mv[1:] + mv[:-1])
+        f1, f2 = dm[2:] + 0.5 * pm[2:], dm[:-2] + 0.5 * pm[:-2]
+        f12v = dmv[2:] + 0.5 * pmv[2:] + dmv[:-2] + 0.5 * pmv[:-2]
+    else:
+        f1, f2 = dm[2:], dm[:-2]
+        f12v = dmv[2:] + dmv[:-2]
+    f12 = f1 + f2
+    mmax = np.max(f12v) if f12v.size > 0 else -np.inf
+    weighted = f12v > 1e-9 * mmax
+    f12_safe = np.where(weighted, f12, 1.0)
+    t = np.where(weighted, m[1:-2] + (f2 / f12_safe) * (m[2:-1] - m[1:-2]), t)
+    return np.reshape(t, shape)
+
+
+def _akima_init(self, x, y, axis=0, *, method="akima", extrapolate=None):
+    _plain("Akima1DInterpolator", "x", x, "breakpoints are not differentiated")
+    Akima1DInterpolator.__init__(self, x, strip_all(y), axis, method=method, extrapolate=extrapolate)
+    y0 = np.moveaxis(_float(y), self.axis, 0)
+    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _akima_slopes(self._x, y0, method)))
+
+
+def _homogeneous_cubic_bc(bc_type: Any, n: int) -> Any:
+    """``bc_type`` with its derivative values zeroed, shaped for ``n`` data columns."""
+    if isinstance(bc_type, str):
+        return bc_type
+    return tuple(bc if isinstance(bc, str) else (bc[0], np.zeros(n)) for bc in bc_type)
+
+
+def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=None):
+    _plain("CubicSpline", "x", x, "breakpoints are not differentiated")
+    _plain("CubicSpline", "bc_type", bc_type, "boundary derivative values are not differentiated")
+    CubicSpline.__init__(self, x, strip_all(y), axis, bc_type, extrapolate)
+    knots = self._x
+    n = len(knots)
+    homogeneous = _homogeneous_cubic_bc(bc_type, n)
+    periodic = bc_type == "periodic"
+
+    def build(basis):
+        return CubicSpline(knots, basis, 0, homogeneous).c
+
+    _keep_traced(self, "_c", _traced_coefficients(y, self.axis, self._c, build, periodic))
+
+
+# ----------------------------------------------------------------- B-splines
+def _bspline_basis(t: np.ndarray, k: int, index: np.ndarray, x: Any) -> list:
+    """The ``k + 1`` B-splines nonzero on each point's interval ``index`` (de Boor's recurrence).
+
+    ``x`` may be traced; the knots are plain, and the denominators are knot spans
+    around a nonempty interval, so none is zero.
+    """
+    h = [np.ones(np.shape(index))]
+    for j in range(1, k + 1):
+        previous = h
+        h = [np.zeros(np.shape(index))] + [None] * j
+        for r in range(1, j + 1):
+            right = t[index + r]
+            left = t[index + r - j]
+            w = previous[r - 1] / (right - left)
+            h[r - 1] = h[r - 1] + w * (right - x)
+            h[r] = w * (x - left)
+    return h
+
+
+def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
+    """SciPy's ``splder`` on traced coefficients."""
+    if nu > k:
+        raise ValueError(f"Order of derivative (n = {nu!r}) must be <= order of spline (k = {k!r})")
+    pad = len(t) - np.shape(c)[0]
+    if pad > 0:
+        c = np.concatenate([c, np.zeros((pad,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
+    for _ in range(nu):
+        dt = t[k + 1 : -1] - t[1 : -k - 1]
+        if np.any(dt == 0):
+            raise ValueError(f"The spline has internal repeated knots and is not differentiable {nu} times")
+        c = (c[1 : -1 - k] - c[: -2 - k]) * k / _trailing(dt, np.ndim(c) - 1)
+        c = np.concatenate([c, np.zeros((k,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
+        t = t[1:-1]
+        k -= 1
+    return t, c, k
+
+
+def _bspline_antiderivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
+    """SciPy's ``splantider`` on traced coefficients."""
+    pad = len(t) - np.shape(c)[0]
+    if pad > 0:
+        c = np.concatenate([c, np.zeros((pad,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
+    for _ in range(nu):
+        dt = t[k + 1 :] - t[: -k - 1]
+        c = np.cumsum(c[: -k - 1] * _trailing(dt, np.ndim(c) - 1), axis=0) / (k + 1)
+        zero = np.zeros((1,) + np.shape(c)[1:], dtype=np.result_type(c))
+        c = np.concatenate([zero, c] + [c[-1:]] * (k + 2), axis=0)
+        t = np.concatenate([t[:1], t, t[-1:]])
+        k += 1
+    return t, c, k
+
+
+def _bspline_evaluate(t: np.ndarray, c: Any, k: int, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+    flat, plain, shape = _flat_points(points)
+    n = len(t) - k - 1
+    if extrapolate == "periodic":
+        flat = t[k] + np.mod(flat - t[k], t[n] - t[k])
+        plain = np.asarray(strip(flat))
+        extrapolate = False
+    if nu < 0:
+        raise ValueError(f"Cannot do derivative order {nu}.")
+    n_r = np.ndim(c) - 1
+    if nu > k:
+        out = np.zeros(shape + np.shape(c)[1:], dtype=np.result_type(c))
+        return _axis_last(out, len(shape), axis)
+    if nu > 0:
+        t, c, k = _bspline_derivative_tck(t, c, k, nu)
+        n = len(t) - k - 1
+    index = np.clip(np.searchsorted(t, plain, side="right") - 1, k, n - 1)
+    basis = _bspline_basis(t, k, index, flat)
+    out = 0.0
+    for r in range(k + 1):
+        out = out + _trailing(basis[r], n_r) * c[index - k + r]
+    if not extrapolate:
+        outside = ~((plain >= t[k]) & (plain <= t[n])) & ~np.isnan(plain)
+        out = np.where(_trailing(outside, n_r), np.nan, out)
+    out = np.reshape(out, shape + np.shape(c)[1:])
+    return _axis_last(out, len(shape), axis)
+
+
+def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
+    _plain("BSpline", "t", t, "knots are not differentiated")
+    BSpline.__init__(self, t, strip_all(c), k, extrapolate, axis)
+    c = _float(c)
+    if self.axis != 0:
+        c = np.moveaxis(c, self.axis, 0)
+    self._c = c
+
+
+def _bspline_call(self, x, nu=0, extrapolate=None):
+    _plain(f"{type(self).__name__}.__call__", "nu", nu)
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    return _bspline_evaluate(self._t, self._c, self.k, x, int(nu), extrapolate, self.axis)
+
+
+def _bspline_new(self, tck: tuple, extrapolate: Any) -> Any:
+    t, c, k = tck
+    out = type(self).construct_fast(t, np.asarray(strip_all(c)), k, extrapolate=extrapolate, axis=self.axis)
+    out._c = c
+    return out
+
+
+def _bspline_derivative(self, nu=1):
+    if nu < 0:
+        return self.antiderivative(-nu)
+    return _bspline_new(self, _bspline_derivative_tck(self._t, self._c, self.k, nu), self.extrapolate)
+
+
+def _bspline_antiderivative(self, nu=1):
+    if nu < 0:
+        return self.derivative(-nu)
+    tck = _bspline_antiderivative_tck(self._t, self._c, self.k, nu)
+    return _bspline_new(self, tck, False if self.extrapolate == "periodic" else self.extrapolate)
+
+
+def _bspline_integrate(self, a, b, extrapolate=None):
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    sign = 1.0
+    if strip(b) < strip(a):
+        a, b, sign = b, a, -1.0
+    t, k = self._t, self.k
+    n = len(t) - k - 1
+    ta, ca, ka = _bspline_antiderivative_tck(t, self._c, k, 1)
+
+    def primitive_at(points, extrap):
+        return _bspline_evaluate(ta, ca, ka, points, 0, extrap, 0)
+
+    if extrapolate != "periodic":
+        if not extrapolate:
+            a, b = np.maximum(a, t[k]), np.minimum(b, t[n])
+        ends = primitive_at(np.stack([a, b]), bool(extrapolate))
+        return sign * (ends[1] - ends[0])
+    _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
+    ts, te = t[k], t[n]
+    n_periods, left = divmod(b - a, te - ts)
+    whole = primitive_at(np.array([ts, te]), False)
+    total = (whole[1] - whole[0]) * n_periods
+    a = ts + (a - ts) % (te - ts)
+    b = a + left
+    if b <= te:
+        part = primitive_at(np.array([a, b]), False)
+        total = total + (part[1] - part[0])
+    else:
+        part = primitive_at(np.array([a, te, ts, ts + b - te]), False)
+        total = total + (part[1] - part[0]) + (part[3] - part[2])
+    return sign * total
+
+
+def _homogeneous_spline_bc(bc_type: Any, n: int) -> Any:
+    """``make_interp_spline``'s ``bc_type`` with derivative values zeroed for ``n`` data columns."""
+    if bc_type is None or isinstance(bc_type, str):
+        return bc_type
+    out = []
+    for side in bc_type:
+        if side is None or isinstance(side, str):
+            out.append(side)
+        else:
+            out.append([(order, np.zeros(n)) for order, _ in side])
+    return tuple(out)
+
+
+def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=True):
+    _plain("make_interp_spline", "x", x, "abscissae are not differentiated")
+    _plain("make_interp_spline", "t", t, "knots are not differentiated")
+    _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
+    spline = make_interp_spline(x, strip_all(y), k, t, bc_type, axis, check_finite)
+    n = np.shape(y)[axis]
+    homogeneous = _homogeneous_spline_bc(bc_type, n)
+    xs = np.asarray(x, dtype=np.float64)
+
+    def build(basis):
+        return make_interp_spline(xs, basis, k, t, homogeneous, 0, False)._c
+
+    spline._c = _traced_coefficients(y, spline.axis, spline._c, build, bc_type == "periodic")
+    return spline
+
+
+def _make_lsq_spline(x, y, t, k=3, w=None, axis=0, check_finite=True, *, method="qr"):
+    for name, value in (("x", x), ("t", t), ("w", w)):
+        _plain("make_lsq_spline", name, value, "only the data y are differentiated")
+    spline = make_lsq_spline(x, strip_all(y), t, k, w, axis, check_finite, method=method)
+
+    def build(basis):
+        return make_lsq_spline(x, basis, t, k, w, 0, False, method=method)._c
+
+    spline._c = _traced_coefficients(y, spline.axis, spline._c, build)
+    return spline
+
+
+def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
+    for name, value in (("x", x), ("w", w), ("lam", lam)):
+        _plain("make_smoothing_spline", name, value, "only the data y are differentiated")
+    if lam is None:
+        raise NonDifferentiableArgumentError(
+            "tapegrad cannot differentiate scipy.interpolate.make_smoothing_spline with lam=None: the "
+            "smoothing parameter is then chosen from the data by generalized cross-validation. Pass lam "
+            "explicitly (e.g. the one found on plain data: spline = make_smoothing_spline(x, y_plain), "
+            "whose lam you can recompute) to differentiate in y."
+        )
+    spline = make_smoothing_spline(x, strip_all(y), w, lam, axis=axis)
+
+    def build(basis):
+        return make_smoothing_spline(x, basis, w, lam, axis=0)._c
+
+    spline._c = _traced_coefficients(y, spline.axis, spline._c, build)
+    return spline
+
+
+# ----------------------------------------------------------------- interp1d
+def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=None, fill_value=np.nan,
+                   assume_sorted=False):
+    _plain("interp1d", "x", x, "abscissae are not differentiated")
+    _plain("interp1d", "fill_value", fill_value)
+    interp1d.__init__(self, x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
+    y = _float(y)
+    if not assume_sorted:
+        y = np.take(y, np.argsort(np.asarray(x), kind="mergesort"), axis=self.axis)
+    self.y = y
+    self._y = np.reshape(np.moveaxis(y, self.axis, 0), (np.shape(y)[self.axis], -1))
+    if self._kind == "spline" and self._call is interp1d._call_spline:
+        self._spline = make_interp_spline(self.x, self._y, k=self._spline.k, check_finite=False)
+    if isinstance(fill_value, str) and fill_value == "extrapolate" and self._kind in ("previous", "next"):
+        # SciPy extrapolates previous/next with the last/first data value: a traced fill.
+        edge = np.reshape(np.take(y, -1 if self._kind == "previous" else 0, axis=self.axis), (-1,))
+        if self._kind == "previous":
+            self._fill_value_above = edge
+        else:
+            self._fill_value_below = edge
+
+
+def _interp1d_call(self, x):
+    if not isinstance(self, interp1d):
+        raise UnsupportedFunctionError(
+            f"scipy.interpolate.{type(self).__name__}.__call__",
+            "tapegrad differentiates interp1d among the polynomial interpolators of "
+            "scipy.interpolate._polyint; use CubicSpline, make_interp_spline or BarycentricInterpolator "
+            "data that are not traced",
+        )
+    flat, plain, shape = _flat_points(x)
+    n = len(self.x)
+    y = self._y
+    kind = self._kind
+    if kind == "linear":
+        hi = np.clip(np.searchsorted(self.x, plain), 1, n - 1)
+        lo = hi - 1
+        x_lo, x_hi = self.x[lo], self.x[hi]
+        slope = (y[hi] - y[lo]) / (x_hi - x_lo)[:, None]
+        out = slope * (flat - x_lo)[:, None] + y[lo]
+    elif kind in ("nearest", "nearest-up"):
+        out = y[np.clip(np.searchsorted(self.x_bds, plain, side=self._side), 0, n - 1)]
+    elif kind in ("previous", "next"):
+        index = np.clip(np.searchsorted(self._x_shift, plain, side=self._side), 1 - self._ind, n - self._ind)
+        out = y[index + self._ind - 1]
+    elif self._call is interp1d._call_nan_spline:
+        out = np.full((len(plain), np.shape(y)[1]), np.nan)
+    else:
+        out = self._spline(flat)
+    if not self._extrapolate:
+        below, above = self._check_bounds(plain)  # SciPy's own bounds_error messages
+        if len(plain) > 0:
+            out = np.where(below[:, None], self._fill_value_below, out)
+            out = np.where(above[:, None], self._fill_value_above, out)
+    out = np.reshape(out, shape + self._y_extra_shape)
+    if self._y_axis != 0 and shape != ():
+        nx, ny = len(shape), len(self._y_extra_shape)
+        order = list(range(nx, nx + self._y_axis)) + list(range(nx)) + list(range(nx + self._y_axis, nx + ny))
+        out = np.transpose(out, order)
+    return out
+
+
+# ----------------------------------------------------------------- regular grids
+def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_value=np.nan, *, solver=None,
+              solver_args=None):
+    _plain("RegularGridInterpolator", "points", points, "the grid is not differentiated")
+    _plain("RegularGridInterpolator", "fill_value", fill_value)
+    RegularGridInterpolator.__init__(
+        self, points, strip_all(values), method, bounds_error, fill_value, solver=solver, solver_args=solver_args
+    )
+    if type(values) is not Tracer:
+        values = np.asarray(values)
+    if values.dtype.kind not in "fc":
+        values = values.astype(np.float64)
+    if self._descending_dimensions:
+        values = np.flip(values, axis=self._descending_dimensions)
+    self._values = values
+
+
+def _rgi_points(self, xi):
+    """SciPy's ``_prepare_xi`` on traced points: ``(flat (P, ndim), plain, shape, nans, outside)``."""
+    ndim = len(self._grid)
+    if isinstance(xi, tuple) and len(xi) == ndim and ndim > 1:
+        xi = np.stack(np.broadcast_arrays(*xi), axis=-1)
+    elif type(xi) is not Tracer:
+        xi = np.asarray(xi)
+    if np.ndim(xi) == 1 and ndim == 1:
+        xi = np.reshape(xi, (-1, 1))
+    shape = np.shape(xi)
+    if shape[-1] != ndim:
+        raise ValueError(
+            f"The requested sample points xi have dimension {shape[-1]} but this "
+            f"RegularGridInterpolator has dimension {ndim}"
+        )
+    flat = np.reshape(xi, (-1, ndim))
+    if flat.dtype != np.float64:
+        flat = flat.astype(np.float64)
+    plain = np.asarray(strip(flat))
+    nans = np.any(np.isnan(plain), axis=-1)
+    if self.bounds_error:
+        for i, p in enumerate(plain.T):
+            if not np.logical_and(np.all(self._grid[i][0] <= p), np.all(p <= self._grid[i][-1])):
+                raise ValueError(f"One of the requested xi is out of bounds in dimension {i}")
+        outside = None
+    else:
+        outside = self._find_out_of_bounds(plain.T)
+    return flat, plain, shape, nans, outside
+
+
+def _spline_weights(grid: np.ndarray, k: int, points: Any, nu: int) -> Any:
+    """``W[p, i]``: the 1-D not-a-knot spline through ``e_i`` (degree ``k``) at ``points[p]``."""
+    cardinal = make_interp_spline(grid, np.eye(len(grid)), k=k)
+    return _bspline_evaluate(cardinal._t, cardinal._c, k, points, nu, True, 0)
+
+
+def _rgi_call(self, xi, method=None, *, nu=None):
+    method = self.method if method is None else method
+    if method not in self._ALL_METHODS:
+        raise ValueError(f"Method '{method}' is not defined")
+    if nu is not None and method not in self._SPLINE_METHODS_ndbspl:
+        raise ValueError(f"Can only compute derivatives for methods {self._SPLINE_METHODS_ndbspl}, got {method =}.")
+    if method == "pchip":
+        raise UnsupportedFunctionError(
+            "scipy.interpolate.RegularGridInterpolator.__call__",
+            "method='pchip' is not differentiated by tapegrad (its slopes are a nonlinear function of "
+            "the values along each axis); use 'linear', 'nearest', 'slinear', 'cubic' or 'quintic'",
+        )
+    if method != self.method and method in self._SPLINE_METHODS:
+        self._validate_grid_dimensions(self._grid, method)
+    flat, plain, shape, nans, outside = _rgi_points(self, xi)
+    values = self._values
+    ndim = len(self._grid)
+    extra = np.ndim(values) - ndim
+    if method in ("linear", "nearest"):
+        indices, _ = _rgi.find_indices(self._grid, plain.T)
+        if method == "nearest":
+            distances = [
+                (plain[:, d] - self._grid[d][indices[d]]) / (self._grid[d][indices[d] + 1] - self._grid[d][indices[d]])
+                for d in range(ndim)
+            ]
+            result = values[tuple(np.where(w <= 0.5, i, i + 1) for i, w in zip(indices, distances))]
+        else:
+            result = 0.0
+            weights = []
+            for d in range(ndim):
+                g, i = self._grid[d], indices[d]
+                w = (flat[:, d] - g[i]) / (g[i + 1] - g[i])
+                weights.append(((i, 1 - w), (i + 1, w)))
+            for corner in np.ndindex(*(2,) * ndim):
+                index = tuple(weights[d][corner[d]][0] for d in range(ndim))
+                weight = 1.0
+                for d in range(ndim):
+                    weight = weight * weights[d][corner[d]][1]
+                result = result + values[index] * _trailing(weight, extra)
+    else:
+        k = self._SPLINE_DEGREE_MAP[method]
+        orders = (0,) * ndim if nu is None else tuple(int(v) for v in np.broadcast_to(nu, (ndim,)))
+        # The tensor-product spline: one 1-D cardinal spline per axis, contracted axis by axis.
+        w_last = _spline_weights(self._grid[-1], k, flat[:, -1], orders[-1])  # (P, n_last)
+        result = np.moveaxis(np.tensordot(values, w_last, axes=([ndim - 1], [1])), -1, 0)
+        for d in range(ndim - 2, -1, -1):
+            w = _spline_weights(self._grid[d], k, flat[:, d], orders[d])  # (P, n_d)
+            result = np.sum(result * np.reshape(w, np.shape(w)[:1] + (1,) * d + np.shape(w)[1:] + (1,) * extra),
+                            axis=d + 1)
+    if not self.bounds_error and self.fill_value is not None:
+        result = np.where(_trailing(outside, extra), self.fill_value, result)
+    if np.any(nans):
+        result = np.where(_trailing(nans, extra), np.nan, result)
+    return np.reshape(result, shape[:-1] + np.shape(values)[ndim:])
+
+
+def _interpn(points, values, xi, method="linear", bounds_error=True, fill_value=np.nan):
+    if method == "splinef2d":
+        raise UnsupportedFunctionError(
+            "scipy.interpolate.interpn",
+            "method='splinef2d' runs FITPACK's compiled code; use method='cubic' (the same "
+            "kind of tensor-product spline, differentiated by tapegrad)",
+        )
+    return RegularGridInterpolator(points, values, method=method, bounds_error=bounds_error,
+                                   fill_value=fill_value)(xi)
+
+
+# ----------------------------------------------------------------- FITPACK smoothing splines
+def _fitpack_refused(name: str):
+    def impl(self, *args, **kwargs):
+        raise NonDifferentiableArgumentError(
+            f"tapegrad cannot differentiate scipy.interpolate.{name}: FITPACK chooses its knots from "
+            "the data in compiled code. For an interpolating spline use make_interp_spline(x, y) or "
+            "CubicSpline(x, y); for a smoothing spline, make_smoothing_spline(x, y, lam=...) or "
+            "make_lsq_spline(x, y, t) with fixed knots t, all differentiated in y and in the query points."
+        )
+
+    return impl
+
+
+# ----------------------------------------------------------------- registration
+_NOTE = "in the data (not the abscissae) and in the query points"
+defcomposite(intercepted(_PPolyBase.__init__), _ppoly_init, note=_NOTE)
+defcomposite(intercepted(CubicHermiteSpline.__init__), _hermite_init, note=_NOTE)
+defcomposite(intercepted(PchipInterpolator.__init__), _pchip_init, note=_NOTE)
+defcomposite(intercepted(Akima1DInterpolator.__init__), _akima_init, note=_NOTE)
+defcomposite(intercepted(CubicSpline.__init__), _cubic_spline_init, note=_NOTE)
+defcomposite(intercepted(_PPolyBase.__call__, inspect_self=True), _ppoly_call, note=_NOTE)
+defcomposite(intercepted(PPoly.derivative, inspect_self=True), _ppoly_derivative, note=_NOTE)
+defcomposite(intercepted(PPoly.antiderivative, inspect_self=True), _ppoly_antiderivative, note=_NOTE)
+defcomposite(intercepted(PPoly.integrate, inspect_self=True), _ppoly_integrate, note=_NOTE)
+for _method, _why in (
+    ("roots", "the roots of a traced piecewise polynomial are not differentiated"),
+    ("solve", "the solutions of p(x) = y are not differentiated"),
+):
+    defcomposite(intercepted(getattr(PPoly, _method), inspect_self=True), _ppoly_unsupported(_method, _why))
+defcomposite(
+    intercepted(_PPolyBase.extend, inspect_self=True),
+    _ppoly_unsupported("extend", "extending a traced piecewise polynomial in place is not supported"),
+)
+
+defcomposite(intercepted(BSpline.__init__), _bspline_init, note=_NOTE)
+defcomposite(intercepted(BSpline.__call__, inspect_self=True), _bspline_call, note=_NOTE)
+defcomposite(intercepted(BSpline.derivative, inspect_self=True), _bspline_derivative, note=_NOTE)
+defcomposite(intercepted(BSpline.antiderivative, inspect_self=True), _bspline_antiderivative, note=_NOTE)
+defcomposite(intercepted(BSpline.integrate, inspect_self=True), _bspline_integrate, note=_NOTE)
+defcomposite(intercepted(make_interp_spline), _make_interp_spline, note=_NOTE)
+defcomposite(intercepted(make_lsq_spline), _make_lsq_spline, note=_NOTE)
+defcomposite(intercepted(make_smoothing_spline), _make_smoothing_spline, note="with lam given: " + _NOTE)
+
+defcomposite(intercepted(interp1d.__init__), _interp1d_init, note=_NOTE)
+defcomposite(intercepted(_Interpolator1D.__call__, inspect_self=True), _interp1d_call, note=_NOTE)
+defcomposite(intercepted(RegularGridInterpolator.__init__), _rgi_init, note=_NOTE)
+defcomposite(intercepted(RegularGridInterpolator.__call__, inspect_self=True), _rgi_call, note=_NOTE)
+defcomposite(intercepted(interpn), _interpn, note=_NOTE)
+
+for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
+    defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__))
