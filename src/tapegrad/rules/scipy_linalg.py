@@ -1,0 +1,1130 @@
+"""Derivatives of ``scipy.linalg``, reached through SciPy's door (:mod:`tapegrad.interception`).
+
+How the rules are built
+-----------------------
+Most functions are *primitives whose forward pass is SciPy's own call*: the
+door hands a call with tracers to the rule, the rule runs SciPy on the raw
+values (so the numbers, the warnings, ``check_finite`` and every error are
+SciPy's), and records one node.  The VJPs are written with NumPy calls and
+with ``scipy.linalg`` calls: on plain cotangents those run SciPy's code, on
+traced ones (a Hessian differentiates the recorded VJP) they come back
+through the door to these very rules, so second order needs nothing more.
+
+* Decompositions (``cholesky``, ``lu``, ``qr``, ``eigh``, ``svd``, ``polar``,
+  ``schur`` of a symmetric matrix) have closed-form VJPs written with their
+  outputs, so the gradient belongs to exactly the factors SciPy returned
+  (its signs, its pivoting).
+* Primary matrix functions (``expm``, ``logm``, ``sqrtm``, ``cosm``, ...,
+  ``fractional_matrix_power``) use one identity: for such an ``f``,
+  ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` where ``L_f`` is
+  the Frechet derivative, and ``L_f(A, .)`` has the adjoint ``L_f(A^T, .)``.
+  So the VJP is the upper right block of ``f([[A^T, G], [0, A^T]])``.
+* Solvers (``solve``, ``solve_triangular``, ``cho_solve``, ``lu_solve``,
+  ``solve_banded``, ``solveh_banded``, Sylvester and Lyapunov equations)
+  differentiate the equation: the cotangent of the right-hand side solves the
+  transposed equation, and the matrix gets minus its product with the solution.
+* Matrix builders whose entries are copies of the inputs (``toeplitz``,
+  ``hankel``, ``circulant``, ``block_diag``, ``leslie``,
+  ``convolution_matrix``) are composites: SciPy builds the matrix once from
+  numbered placeholders, which tells where each input entry lands, and the
+  traced result gathers the inputs there (checked against SciPy's own result).
+
+Where SciPy reads one triangle (``assume_a='pos'``, ``cholesky``, ``eigh``,
+``solveh_banded``, ``pinvh``) the gradient lives on that triangle, as in
+:mod:`tapegrad.rules.linalg`.  Decompositions and the symmetric solvers are
+differentiated for real input; ``inv``, ``det``, ``solve`` (general,
+symmetric, triangular), the solvers of triangular systems and the matrix
+functions also for complex input (holomorphic).  What is not differentiable
+raises :class:`~tapegrad.errors.NonDifferentiableArgumentError` naming the
+function and the argument.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sl
+
+from ..dispatch import strip
+from ..errors import NonDifferentiableArgumentError
+from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
+from ._util import swap_last as _T
+
+# ---------------------------------------------------------------- helpers
+
+
+def _refuse(name: str, why: str) -> NonDifferentiableArgumentError:
+    return NonDifferentiableArgumentError(f"tapegrad cannot differentiate scipy.linalg.{name} here: {why}")
+
+
+def _real_only(name: str, *xs: Any) -> None:
+    if any(np.iscomplexobj(x) for x in xs if x is not None):
+        raise _refuse(name, "complex input (tapegrad differentiates it for real matrices only).")
+
+
+def _absent(g: Any) -> bool:
+    """A cotangent that is a plain constant zero (an output nobody used)."""
+    return type(g) is np.ndarray and not g.any()
+
+
+def _real_dtype(x: Any) -> np.dtype:
+    return np.finfo(np.result_type(x)).dtype
+
+
+def _eye(n: int, like: Any) -> np.ndarray:
+    return np.eye(n, dtype=_real_dtype(like))
+
+
+def _onto_triangle(m: Any, lower: bool) -> Any:
+    """The gradient of ``f(S)``, ``S`` the symmetric matrix read from one triangle, given ``m = df/dS``.
+
+    Off-diagonal entries of the read triangle stand for two entries of ``S``
+    (``m_ij + m_ji``), the diagonal for one, the other triangle for none.
+    """
+    n = np.shape(m)[-1]
+    half = np.tri(n, dtype=_real_dtype(m)) - 0.5 * np.eye(n, dtype=_real_dtype(m))
+    return (m + _T(m)) * (half if lower else half.T)
+
+
+def _symmetric(a: Any, lower: bool) -> Any:
+    """The symmetric matrix SciPy reads from one triangle of ``a`` (traced-capable)."""
+    if lower:
+        return np.tril(a) + _T(np.tril(a, -1))
+    return np.triu(a) + _T(np.triu(a, 1))
+
+
+def _spectral(w: Any, like: Any) -> Any:
+    """``F_ij = 1 / (w_j - w_i)`` off the diagonal, 0 on it (inf where eigenvalues repeat)."""
+    eye = _eye(np.shape(w)[-1], like)
+    return 1 / (w[..., None, :] - w[..., :, None] + eye) - eye
+
+
+def _solve_right_t(b: Any, r: Any) -> Any:
+    """``b @ inv(r).T`` = ``solve(r, b.T).T`` (traced-capable)."""
+    return _T(np.linalg.solve(r, _T(b)))
+
+
+def _as_columns(g: Any, n: int, core: int) -> tuple:
+    """Fold the leading batch axes of a cotangent into extra right-hand-side columns.
+
+    ``g`` is ``batch + (n,)`` (``core`` 1) or ``batch + (n, k)`` (``core`` 2);
+    the result is ``(n, m)`` and the shape needed to undo it.
+    """
+    shape = np.shape(g)
+    if len(shape) == core and core == 2:
+        return g, None
+    moved = np.moveaxis(g, -core, 0)
+    return np.reshape(moved, (n, -1)), np.shape(moved)
+
+
+def _from_columns(x: Any, moved_shape: Any, core: int) -> Any:
+    if moved_shape is None:
+        return x
+    return np.moveaxis(np.reshape(x, moved_shape), 0, -core)
+
+
+def _outer_grad(gb: Any, x: Any, vector: bool) -> Any:
+    """``-gb x^T`` (the cotangent of ``A`` in ``A x = b`` given that of ``b``), batch axes kept."""
+    if vector:
+        return -(gb[..., :, None] * x[..., None, :])
+    return -(gb @ _T(x))
+
+
+# ---------------------------------------------------------------- inv, det, solve
+_STRUCTURES = {
+    None: "general", "general": "general", "gen": "general", "banded": "general",
+    "diagonal": "diagonal", "tridiagonal": "tridiagonal",
+    "upper triangular": "upper", "lower triangular": "lower",
+    "pos": "pos", "positive definite": "pos", "sym": "sym", "symmetric": "sym",
+    "her": "her", "hermitian": "her",
+}
+
+
+def _structure(name: str, assume_a: Any, a: Any) -> str:
+    kind = _STRUCTURES.get(assume_a)
+    if kind is None:  # SciPy's own call has already refused it; keep a clear message anyway
+        raise _refuse(name, f"assume_a={assume_a!r} is not a structure SciPy knows.")
+    if kind in ("pos", "her") and np.iscomplexobj(a):
+        raise _refuse(name, f"assume_a={assume_a!r} on complex input (Hermitian solvers are not holomorphic).")
+    return kind
+
+
+def _effective(a: Any, kind: str, lower: bool) -> Any:
+    """The matrix SciPy actually uses for ``a`` under ``assume_a`` (what it reads, as a full matrix)."""
+    if kind == "general":
+        return a
+    n = np.shape(a)[-1]
+    if kind == "diagonal":
+        return a * _eye(n, a)
+    if kind == "tridiagonal":
+        return a * (np.tri(n, k=1, dtype=_real_dtype(a)) - np.tri(n, k=-2, dtype=_real_dtype(a)))
+    if kind == "upper":
+        return np.triu(a)
+    if kind == "lower":
+        return np.tril(a)
+    return _symmetric(a, lower)
+
+
+def _project(m: Any, kind: str, lower: bool) -> Any:
+    """Map the gradient with respect to the effective matrix onto the entries of ``a`` SciPy read."""
+    if kind in ("general", "diagonal", "tridiagonal", "upper", "lower"):
+        return _effective(m, kind, lower)  # a linear mask: self-adjoint
+    return _onto_triangle(m, lower)
+
+
+def _inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    kind = _structure("inv", assume_a, a)
+    if kind == "diagonal":
+        # SciPy 1.17 inverts the diagonal and returns the off-diagonal entries of a as they
+        # were (copies): the gradient follows what it computes.
+        eye = _eye(np.shape(a)[-1], a)
+        return g * (1 - eye) - g * eye * _T(ans) ** 2
+    at = _T(ans)
+    return _project(-((at @ g) @ at), kind, lower)
+
+
+def _det_vjp(g, ans, a, overwrite_a=False, check_finite=True):
+    # d det = det * tr(A^-1 dA): the cotangent is g det A^-T (needs a nonsingular A).
+    return (g * ans)[..., None, None] * _T(np.linalg.inv(a))
+
+
+defvjp(intercepted(sl.inv), _inv_vjp)
+defvjp(intercepted(sl.det), _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix")
+
+
+def _solve_parts(g, ans, a, b, lower, assume_a, transposed):
+    kind = _structure("solve", assume_a, a)
+    eff = _effective(a, kind, lower)
+    vector = np.ndim(b) == 1
+    # op(A) x = b with op(A) = A or A^T: the cotangent of b solves op(A)^T gb = g.
+    m = eff if transposed else _T(eff)
+    gb = np.linalg.solve(m, g[..., None])[..., 0] if vector else np.linalg.solve(m, g)
+    return kind, vector, gb
+
+
+def _solve_a(g, ans, a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+             assume_a=None, transposed=False):
+    kind, vector, gb = _solve_parts(g, ans, a, b, lower, assume_a, transposed)
+    ga = _outer_grad(gb, ans, vector)
+    return _project(_T(ga) if transposed else ga, kind, lower)
+
+
+def _solve_b(g, ans, a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+             assume_a=None, transposed=False):
+    return _solve_parts(g, ans, a, b, lower, assume_a, transposed)[2]
+
+
+defvjp(intercepted(sl.solve), _solve_a, _solve_b, note="the gradient lives on the entries assume_a reads")
+
+
+def _trans_flag(trans: Any) -> int:
+    return {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}[trans]
+
+
+def _tri_matrix(a, lower, unit_diagonal):
+    t = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:  # the diagonal is not read: it is 1
+        n = np.shape(a)[-1]
+        eye = _eye(n, a)
+        t = t * (1 - eye) + eye
+    return t
+
+
+def _tri_parts(g, a, b, trans, lower, unit_diagonal):
+    flag = _trans_flag(trans)
+    if flag == 2 and np.iscomplexobj(a):
+        raise _refuse("solve_triangular", "trans='C' on complex input (not holomorphic); use trans='T'.")
+    # op(T) x = b: gb solves op(T)^T gb = g, i.e. the other transpose flag with the same triangle.
+    other = 0 if flag else 1
+    vector = np.ndim(b) == 1
+    cols, moved = _as_columns(g, np.shape(a)[-1], 1 if vector else 2)
+    if np.ndim(a) == 2:
+        gb = sl.solve_triangular(a, cols, trans=other, lower=lower, unit_diagonal=unit_diagonal)
+        gb = _from_columns(gb, moved, 1 if vector else 2)
+    else:  # a batch of matrices: SciPy broadcasts the batch axes
+        rhs = g[..., None] if vector else g
+        gb = sl.solve_triangular(a, rhs, trans=other, lower=lower, unit_diagonal=unit_diagonal)
+        gb = gb[..., 0] if vector else gb
+    return flag, vector, gb
+
+
+def _solve_triangular_a(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                        check_finite=True):
+    flag, vector, gb = _tri_parts(g, a, b, trans, lower, unit_diagonal)
+    ga = _outer_grad(gb, ans, vector)
+    ga = _T(ga) if flag else ga
+    ga = np.tril(ga) if lower else np.triu(ga)
+    if unit_diagonal:
+        ga = ga * (1 - _eye(np.shape(a)[-1], a))
+    return ga
+
+
+def _solve_triangular_b(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                        check_finite=True):
+    return _tri_parts(g, a, b, trans, lower, unit_diagonal)[2]
+
+
+defvjp(intercepted(sl.solve_triangular), _solve_triangular_a, _solve_triangular_b,
+       note="the gradient lives on the triangle read (not on a unit diagonal)")
+
+
+# ---------------------------------------------------------------- Cholesky
+def _cholesky_cotangent(factor: Any, gf: Any, lower: bool) -> Any:
+    """The gradient ``df/dS`` (a full matrix, before the triangle map) of ``S = L L^T`` given ``df/dL``.
+
+    ``dL = L Phi(L^-1 dS L^-T)``, Phi the lower triangle with half the diagonal,
+    so ``df/dS = L^-T Phi(L^T G) L^-1``.
+    """
+    low, g_low = (factor, gf) if lower else (_T(factor), _T(gf))
+    n = np.shape(low)[-1]
+    half = np.tri(n, dtype=_real_dtype(low)) - 0.5 * np.eye(n, dtype=_real_dtype(low))
+    p = (_T(low) @ g_low) * half
+    left = np.linalg.solve(_T(low), p)  # L^-T P
+    return _T(np.linalg.solve(_T(low), _T(left)))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+
+
+def _cholesky_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
+    _real_only("cholesky", a)
+    return _onto_triangle(_cholesky_cotangent(ans, g, lower), lower)
+
+
+defvjp(intercepted(sl.cholesky), _cholesky_vjp, note="gradient on the triangle read")
+
+
+def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
+    _real_only("cho_factor", a)
+    gc = g[0]
+    n = np.shape(a)[-1]
+    read = np.tri(n, dtype=_real_dtype(a)) if lower else np.tri(n, dtype=_real_dtype(a)).T
+    factor = ans[0] * read
+    # The factor's triangle follows the Cholesky rule; the other triangle of c holds a's own
+    # entries, copied through.
+    return _onto_triangle(_cholesky_cotangent(factor, gc * read, lower), lower) + gc * (1 - read)
+
+
+defvjp(intercepted(sl.cho_factor), _cho_factor_vjp, note="c's other triangle is a copy of a's")
+
+
+def _cho_parts(c_and_lower, b):
+    c, lower = c_and_lower
+    n = np.shape(c)[-1]
+    read = np.tri(n, dtype=_real_dtype(c))
+    factor = c * (read if lower else read.T)
+    # A = L L^T (lower) or U^T U (upper).
+    a = factor @ _T(factor) if lower else _T(factor) @ factor
+    return factor, bool(lower), a, np.ndim(b) == 1
+
+
+def _cho_solve_c(g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
+    _real_only("cho_solve", c_and_lower[0], b)
+    factor, lower, a, vector = _cho_parts(c_and_lower, b)
+    gb = np.linalg.solve(a, g[..., None])[..., 0] if vector else np.linalg.solve(a, g)
+    ga = _outer_grad(gb, ans, vector)
+    sym = ga + _T(ga)
+    # dA = dL L^T + L dL^T (lower) or dU^T U + U^T dU (upper).
+    gc = np.tril(sym @ factor) if lower else np.triu(factor @ sym)
+    return [gc, None]
+
+
+def _cho_solve_b(g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
+    _real_only("cho_solve", c_and_lower[0], b)
+    _, _, a, vector = _cho_parts(c_and_lower, b)
+    return np.linalg.solve(a, g[..., None])[..., 0] if vector else np.linalg.solve(a, g)
+
+
+defvjp(intercepted(sl.cho_solve), _cho_solve_c, _cho_solve_b, note="gradient on the factor's triangle of c")
+
+
+# ---------------------------------------------------------------- LU
+def _lu_pads(lu_packed: Any) -> tuple:
+    """``L`` (m x m, unit lower) and ``U`` (n x n, upper) of a packed ``m x n`` LU, padded with identity."""
+    m, n = np.shape(lu_packed)[-2:]
+    k = min(m, n)
+    dt = _real_dtype(lu_packed) if not np.iscomplexobj(lu_packed) else np.result_type(lu_packed)
+    lo = np.tril(lu_packed[..., :, :k], -1)
+    if m > k:
+        lo = np.concatenate([lo, np.broadcast_to(np.zeros((m, m - k), dtype=dt), np.shape(lo)[:-1] + (m - k,))], -1)
+    lo = lo + np.eye(m, dtype=dt)
+    up = np.triu(lu_packed[..., :k, :])
+    if n > k:
+        extra = np.concatenate([np.zeros((n - k, k), dtype=dt), np.eye(n - k, dtype=dt)], -1)
+        up = np.concatenate([up, np.broadcast_to(extra, np.shape(up)[:-2] + (n - k, n))], -2)
+    return lo, up
+
+
+def _packed_cotangent(lu_packed: Any, glu: Any) -> Any:
+    """Cotangent of ``P^T A`` given that of the packed factors (``L`` strictly below, ``U`` on and above).
+
+    The tangent is ``dLU = L tril(X, -1) + triu(X) U`` with ``X = L^-1 (P^T dA) U^-1``.
+    """
+    lo, up = _lu_pads(lu_packed)
+    gx = np.tril(_T(lo) @ glu, -1) + np.triu(glu @ _T(up))
+    return np.linalg.solve(_T(lo), _solve_right_t(gx, up))
+
+
+def _take_rows(x: Any, perm: Any) -> Any:
+    """``x[..., perm, :]`` where ``perm`` may be a batch of row orders (one per matrix)."""
+    if np.ndim(perm) == 1:
+        return x[..., perm, :]
+    return np.take_along_axis(x, np.broadcast_to(perm[..., :, None], np.shape(x)), axis=-2)
+
+
+def _unpermute_rows(g: Any, perm: Any) -> Any:
+    """``h`` with ``h[..., perm, :] = g``: the cotangent of ``A`` from that of ``A[perm]``."""
+    return _take_rows(g, np.argsort(perm, axis=-1))
+
+
+def _perm_from_piv(piv: np.ndarray, m: int) -> np.ndarray:
+    """Row order ``perm`` with ``A[perm] = L U`` from LAPACK's pivots (row i swapped with piv[i])."""
+    piv = np.asarray(strip(piv))
+    flat = piv.reshape(-1, piv.shape[-1])
+    out = np.empty((flat.shape[0], m), dtype=np.intp)
+    for row, p in enumerate(flat):
+        order = np.arange(m)
+        for i, j in enumerate(p):
+            order[i], order[j] = order[j], order[i]
+        out[row] = order
+    return out.reshape(piv.shape[:-1] + (m,))
+
+
+def _lu_factor_vjp(g, ans, a, overwrite_a=False, check_finite=True):
+    _real_only("lu_factor", a)
+    lu_packed, piv = ans
+    perm = _perm_from_piv(piv, np.shape(a)[-2])
+    return _unpermute_rows(_packed_cotangent(lu_packed, g[0]), perm)
+
+
+defvjp(intercepted(sl.lu_factor), _lu_factor_vjp, note="pivoting is locally constant")
+
+
+def _lu_vjp(g, ans, a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    _real_only("lu", a)
+    m, n = np.shape(a)[-2:]
+    if permute_l:
+        pl, u = ans
+        gpl, gu = g
+        # The same call without permute_l pivots alike: it gives the row order, and L = P^T (P L).
+        perm = np.argsort(sl.lu(strip(a), p_indices=True)[0], axis=-1)
+        lo, gl = _take_rows(pl, perm), _take_rows(gpl, perm)
+    else:
+        p, lo, u = ans
+        _, gl, gu = g
+        # A = P L U: (P^T A)[i] = A[perm[i]].  p_indices gives A = (L U)[p], so perm = argsort(p).
+        perm = np.argsort(strip(p), axis=-1) if p_indices else np.argmax(strip(p), axis=-2)
+    # Packed form: L strictly below the diagonal of an m x n array, U on and above.
+    packed = _pack(lo, u, m, n)
+    return _unpermute_rows(_packed_cotangent(packed, _pack(gl, gu, m, n)), perm)
+
+
+def _pack(lo: Any, u: Any, m: int, n: int) -> Any:
+    """``tril(L, -1) + triu(U)`` as one ``m x n`` array (L is m x k, U is k x n)."""
+    k = min(m, n)
+    lo_part = np.tril(lo, -1)
+    if n > k:
+        lo_part = np.concatenate([lo_part, np.zeros(np.shape(lo_part)[:-1] + (n - k,), dtype=np.result_type(lo))], -1)
+    up_part = np.triu(u)
+    if m > k:
+        up_part = np.concatenate([up_part, np.zeros(np.shape(up_part)[:-2] + (m - k, n), dtype=np.result_type(u))], -2)
+    return lo_part + up_part
+
+
+defvjp(intercepted(sl.lu), _lu_vjp, note="pivoting is locally constant")
+
+
+def _lu_solve_parts(lu_and_piv, b, g, trans):
+    lu_packed, piv = lu_and_piv
+    flag = _trans_flag(trans)
+    vector = np.ndim(b) == 1
+    cols, moved = _as_columns(g, np.shape(lu_packed)[-1], 1 if vector else 2)
+    # op(A) x = b: gb solves op(A)^T gb = g (the other transpose, same factors).
+    gb = sl.lu_solve((lu_packed, piv), cols, trans=0 if flag else 1)
+    return flag, vector, _from_columns(gb, moved, 1 if vector else 2)
+
+
+def _lu_solve_lu(g, ans, lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    _real_only("lu_solve", lu_and_piv[0], b)
+    lu_packed, piv = lu_and_piv
+    if np.ndim(lu_packed) != 2:
+        raise _refuse("lu_solve", "a batch of factorizations (call it once per matrix).")
+    flag, vector, gb = _lu_solve_parts(lu_and_piv, b, g, trans)
+    ga = _outer_grad(gb, ans, vector)
+    ga = _T(ga) if flag else ga
+    # A = P L U: dA = P (dL U + L dU), so gL = tril(P^T gA U^T, -1) and gU = triu(L^T P^T gA).
+    perm = _perm_from_piv(piv, np.shape(lu_packed)[-2])
+    pga = ga[..., perm, :]
+    lo, up = _lu_pads(lu_packed)
+    return [np.tril(pga @ _T(up), -1) + np.triu(_T(lo) @ pga), None]
+
+
+def _lu_solve_b(g, ans, lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    _real_only("lu_solve", lu_and_piv[0], b)
+    if np.ndim(lu_and_piv[0]) != 2:
+        raise _refuse("lu_solve", "a batch of factorizations (call it once per matrix).")
+    return _lu_solve_parts(lu_and_piv, b, g, trans)[2]
+
+
+defvjp(intercepted(sl.lu_solve), _lu_solve_lu, _lu_solve_b)
+
+
+# ---------------------------------------------------------------- symmetric eigenproblems
+def _subset_positions(w: Any, w_full: Any) -> Any:
+    """Where each returned eigenvalue sits in the full (ascending) spectrum."""
+    w, w_full = np.asarray(strip(w)), np.asarray(strip(w_full))
+    return np.argmin(np.abs(w_full[..., :, None] - w[..., None, :]), axis=-2)
+
+
+def _eigh_standard(g_w, g_v, w, v, a, lower, subset):
+    """``df/dS`` for ``w, v = eigh(S)`` (a full matrix; the triangle map comes after).
+
+    With every eigenpair: ``V (diag(gw) + F o (V^T gV)) V^T``.  With a subset,
+    the eigenvector terms need the whole spectrum, taken from ``np.linalg.eigh``
+    of the same symmetric matrix: only projectors ``v_i v_i^T`` of the extra
+    eigenvectors enter, so their signs do not matter.
+    """
+    out = (v * g_w[..., None, :]) @ _T(v)
+    if _absent(g_v):
+        return out
+    if not subset:
+        inner = _spectral(w, a) * (_T(v) @ g_v)
+        return out + (v @ inner) @ _T(v)
+    w_full, v_full = np.linalg.eigh(_symmetric(a, lower))
+    n = np.shape(a)[-1]
+    here = np.arange(n)[:, None] == _subset_positions(w, w_full)[..., None, :]
+    gap = w[..., None, :] - w_full[..., :, None]
+    f = np.where(here, 0.0, 1 / np.where(here, 1.0, gap))
+    return out + (v_full @ (f * (_T(v_full) @ g_v))) @ _T(v)
+
+
+def _eigh_general(g_w, g_v, w, v):
+    """``(df/dA, df/dB)`` for ``A v = w B v``, ``V^T B V = I`` (full matrices).
+
+    With ``H = V^T gV`` and ``K = F o H``: ``gA = V (diag(gw) + K) V^T`` and
+    ``gB = -V (diag(gw w) + K diag(w) + diag(H)/2) V^T``.
+    """
+    n = np.shape(v)[-1]
+    eye = _eye(n, v)
+    inner_a = g_w[..., None, :] * eye
+    inner_b = (g_w * w)[..., None, :] * eye
+    if not _absent(g_v):
+        h = _T(v) @ g_v
+        k = _spectral(w, v) * h
+        inner_a = inner_a + k
+        inner_b = inner_b + k * w[..., None, :] + 0.5 * (h * eye)
+    return (v @ inner_a) @ _T(v), -((v @ inner_b) @ _T(v))
+
+
+def _eigh_outputs(g, ans, eigvals_only):
+    if eigvals_only:
+        return g, np.zeros(()), ans, None
+    return g[0], g[1], ans[0], ans[1]
+
+
+def _eigh_checks(name, a, b, type, subset_by_index, subset_by_value):
+    _real_only(name, a, b)
+    subset = subset_by_index is not None or subset_by_value is not None
+    if b is not None and (type != 1 or subset):
+        raise _refuse(name, "a generalized problem with type != 1 or a subset (use type=1, all eigenvalues).")
+    return subset
+
+
+def _eigh_a(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+            check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    subset = _eigh_checks("eigh", a, b, type, subset_by_index, subset_by_value)
+    g_w, g_v, w, v = _eigh_outputs(g, ans, eigvals_only)
+    if b is None:
+        if v is None:  # eigvals_only: the eigenvectors come from the same call with them (traced at
+            # second order, so that their derivative enters the Hessian)
+            w, v = sl.eigh(a, lower=lower, subset_by_index=subset_by_index, subset_by_value=subset_by_value,
+                           driver=driver)
+        return _onto_triangle(_eigh_standard(g_w, g_v, w, v, a, lower, subset), lower)
+    if v is None:
+        w, v = sl.eigh(a, b, lower=lower, driver=driver)
+    return _onto_triangle(_eigh_general(g_w, g_v, w, v)[0], lower)
+
+
+def _eigh_b(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+            check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    _eigh_checks("eigh", a, b, type, subset_by_index, subset_by_value)
+    g_w, g_v, w, v = _eigh_outputs(g, ans, eigvals_only)
+    if v is None:
+        w, v = sl.eigh(a, b, lower=lower, driver=driver)
+    return _onto_triangle(_eigh_general(g_w, g_v, w, v)[1], lower)
+
+
+defvjp(intercepted(sl.eigh), _eigh_a, _eigh_b,
+       note="real input; gradient on the triangle read; eigenvector cotangents give inf/nan at repeated eigenvalues")
+
+
+def _eigvalsh_a(g, ans, a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+                subset_by_index=None, subset_by_value=None, driver=None):
+    return _eigh_a(g, ans, a, b, lower=lower, eigvals_only=True, type=type, subset_by_index=subset_by_index,
+                   subset_by_value=subset_by_value, driver=driver)
+
+
+def _eigvalsh_b(g, ans, a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+                subset_by_index=None, subset_by_value=None, driver=None):
+    return _eigh_b(g, ans, a, b, lower=lower, eigvals_only=True, type=type, subset_by_index=subset_by_index,
+                   subset_by_value=subset_by_value, driver=driver)
+
+
+defvjp(intercepted(sl.eigvalsh), _eigvalsh_a, _eigvalsh_b, note="real input; gradient on the triangle read")
+
+
+# ---------------------------------------------------------------- SVD
+def _svd_cotangent(gu, gs, gvh, u, s, vh):
+    """Cotangent of ``a = u diag(s) vh`` (thin factors), as in :mod:`tapegrad.rules.linalg`."""
+    m, n = np.shape(u)[-2], np.shape(vh)[-1]
+    k = np.shape(s)[-1]
+    inner = gs[..., None, :] * _eye(k, s)
+    use_u, use_v = not _absent(gu), not _absent(gvh)
+    if use_u or use_v:
+        f = _spectral(s * s, s)
+    if use_u:
+        j = f * (_T(u) @ gu)
+        inner = inner + (j + _T(j)) * s[..., None, :]
+    if use_v:
+        kk = f * (vh @ _T(gvh))
+        inner = inner + s[..., :, None] * (kk + _T(kk))
+    ga = (u @ inner) @ vh
+    if use_u and m > k:
+        gu_s = gu / s[..., None, :]
+        ga = ga + (gu_s - u @ (_T(u) @ gu_s)) @ vh
+    if use_v and n > k:
+        gvh_s = gvh / s[..., :, None]
+        ga = ga + u @ (gvh_s - (gvh_s @ _T(vh)) @ vh)
+    return ga
+
+
+def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+             lapack_driver="gesdd"):
+    _real_only("svd", a)
+    if not compute_uv:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        return (u * g[..., None, :]) @ vh
+    u, s, vh = ans
+    gu, gs, gvh = g
+    k = np.shape(s)[-1]
+    if full_matrices:
+        # The extra singular vectors of a full SVD are not unique: only a cotangent that
+        # leaves them out is differentiable.
+        if np.any(strip(gu)[..., k:]) or np.any(strip(gvh)[..., k:, :]):
+            raise _refuse("svd", "a cotangent on the extra singular vectors of full_matrices=True (they are not "
+                                 "unique); use full_matrices=False.")
+        u, gu, vh, gvh = u[..., :, :k], gu[..., :, :k], vh[..., :k, :], gvh[..., :k, :]
+    return _svd_cotangent(gu, gs, gvh, u, s, vh)
+
+
+defvjp(intercepted(sl.svd), _svd_vjp,
+       note="real input; vector cotangents give inf/nan at repeated or zero singular values")
+
+
+def _svdvals_vjp(g, ans, a, check_finite=True):
+    _real_only("svdvals", a)
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return (u * g[..., None, :]) @ vh
+
+
+defvjp(intercepted(sl.svdvals), _svdvals_vjp)
+
+
+# ---------------------------------------------------------------- QR
+def _qr_tall(q, r, gq, gr):
+    """Cotangent of ``a = q r`` with square ``r`` (thin factors, ``m >= n``)."""
+    m = r @ _T(gr) - _T(gq) @ q
+    copyltu = np.tril(m) + _T(np.tril(m, -1))
+    return _solve_right_t(gq + q @ copyltu, r)
+
+
+def _qr_thin(q, r, gq, gr, a):
+    m, n = np.shape(a)[-2:]
+    if m >= n:
+        return _qr_tall(q, r, gq, gr)
+    # Wide: a = [x | y] with x = q r1 square, y = q r2.
+    gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
+    gx = _qr_tall(q, r[..., :, :m], gq + a[..., :, m:] @ _T(gr2), gr1)
+    return np.concatenate([gx, q @ gr2], axis=-1)
+
+
+def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    _real_only("qr", a)
+    if mode == "raw":
+        raise _refuse("qr", "mode='raw' (Householder reflectors); use mode='economic'.")
+    m, n = np.shape(a)[-2:]
+    k = min(m, n)
+    if pivoting:
+        perm = np.asarray(strip(ans[-1]))
+        ans, g = ans[:-1], g[:-1]
+        a = np.take(a, perm, axis=-1) if np.ndim(perm) == 1 else a  # a[:, P] = Q R
+    if mode == "r":
+        r = ans[0][..., :k, :]
+        gr = g[0][..., :k, :]
+        # Q = A[:, :k] R[:, :k]^-1 (the Q that belongs to SciPy's R).
+        q = _solve_right_t(a[..., :, :k], _T(r[..., :, :k]))
+        gq = np.zeros(np.shape(gr)[:-2] + (m, k), dtype=np.result_type(gr))
+    else:
+        q, r = ans
+        gq, gr = g
+        if mode == "full" and m > n:
+            if np.any(strip(gq)[..., n:]):
+                raise _refuse("qr", "a cotangent on the extra columns of Q in mode='full' (they are not unique); "
+                                    "use mode='economic'.")
+            q, gq, r, gr = q[..., :, :n], gq[..., :, :n], r[..., :n, :], gr[..., :n, :]
+    ga = _qr_thin(q, r, gq, gr, a)
+    if pivoting:
+        if np.ndim(perm) != 1:
+            raise _refuse("qr", "pivoting=True on a batch of matrices.")
+        ga = np.take(ga, np.argsort(perm), axis=-1)
+    return ga
+
+
+defvjp(intercepted(sl.qr), _qr_vjp, note="real input; modes 'economic', 'r', 'full' (unique columns only)")
+
+
+# ---------------------------------------------------------------- pseudo-inverses and least squares
+def _pinv_cotangent(gx, x, a):
+    """Cotangent of ``a`` given that of ``x = pinv(a)`` (constant rank).
+
+    ``-X^T G X^T + (I - A X) G^T X X^T + X^T X G^T (I - X A)``.
+    """
+    m, n = np.shape(a)[-2:]
+    xt, gt = _T(x), _T(gx)
+    term = -((xt @ gx) @ xt)
+    term = term + (_eye(m, a) - a @ x) @ (gt @ (x @ xt))
+    return term + ((xt @ x) @ gt) @ (_eye(n, a) - x @ a)
+
+
+def _pinv_vjp(g, ans, a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    _real_only("pinv", a)
+    x, gx = (ans[0], g[0]) if return_rank else (ans, g)
+    return _pinv_cotangent(gx, x, a)
+
+
+def _pinvh_vjp(g, ans, a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
+    _real_only("pinvh", a)
+    x, gx = (ans[0], g[0]) if return_rank else (ans, g)
+    return _onto_triangle(_pinv_cotangent(gx, x, _symmetric(a, lower)), lower)
+
+
+defvjp(intercepted(sl.pinv), _pinv_vjp, note="assumes the numerical rank is locally constant")
+defvjp(intercepted(sl.pinvh), _pinvh_vjp, note="gradient on the triangle read; constant rank")
+
+
+def _rank_pinv(a, rank):
+    """``pinv(a)`` keeping the ``rank`` largest singular values (the rank lstsq found)."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    keep = np.arange(np.shape(s)[-1]) < np.asarray(strip(rank))[..., None]
+    inv_s = np.where(keep, 1 / np.where(keep, s, 1), 0)
+    return (_T(vh) * inv_s[..., None, :]) @ _T(u)
+
+
+def _lstsq_a(g, ans, a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    _real_only("lstsq", a, b)
+    x, res, rank, _ = ans
+    gx, gres, _, gs = g
+    vector = np.ndim(b) == 1
+    outer = gx[..., :, None] * b if vector else gx @ _T(b)
+    ga = _pinv_cotangent(outer, _rank_pinv(a, rank), a)
+    if np.size(res) and not _absent(gres):
+        # Envelope theorem: d min ||b - a x||^2 / da = -2 r x^T at the minimiser.
+        r = b - a @ x
+        ga = ga - 2 * (gres[..., None, None] * (r[:, None] * x) if vector else (r * gres[..., None, :]) @ _T(x))
+    if not _absent(gs):
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        ga = ga + (u * gs[..., None, :]) @ vh
+    return ga
+
+
+def _lstsq_b(g, ans, a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    _real_only("lstsq", a, b)
+    x, res, rank, _ = ans
+    gx, gres = g[0], g[1]
+    vector = np.ndim(b) == 1
+    pinv = _rank_pinv(a, rank)
+    gb = gx @ pinv if vector else _T(pinv) @ gx
+    if np.size(res) and not _absent(gres):
+        r = b - a @ x
+        gb = gb + 2 * (r * (gres[..., None] if vector else gres[..., None, :]))
+    return gb
+
+
+defvjp(intercepted(sl.lstsq), _lstsq_a, _lstsq_b,
+       note="solution, residues and singular values (constant rank); rank is an integer")
+
+
+def _check_finite(name, x, check_finite):
+    if check_finite and not np.all(np.isfinite(strip(x))):
+        raise ValueError("array must not contain infs or NaNs")
+
+
+def _norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    _check_finite("norm", a, check_finite)
+    return np.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdims)
+
+
+defcomposite(intercepted(sl.norm), _norm, note="numpy.linalg.norm's rules; subgradient 0 at zero")
+
+
+# ---------------------------------------------------------------- Schur form of a symmetric matrix
+def _schur_vjp(g, ans, a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
+    _real_only("schur", a)
+    if output != "real" or sort is not None:
+        raise _refuse("schur", "output='complex' or sort= (only the real Schur form without sorting is "
+                               "differentiated).")
+    t, z = ans
+    gt, gz = g
+    if any(strip(x) is not x for x in (a, t, z)):
+        # The formula below holds where T is diagonal; its derivative in a direction that makes
+        # T triangular would miss terms, so the VJP is not differentiated.
+        raise _refuse("schur", "a second derivative (only first derivatives of schur are implemented); use eigh.")
+    t_plain = np.asarray(strip(t))
+    off = np.abs(np.triu(t_plain, 1)).max(initial=0.0)
+    if off > 1e3 * np.finfo(t_plain.dtype).eps * max(1.0, np.abs(t_plain).max(initial=0.0)):
+        raise _refuse("schur", "a matrix that is not symmetric (normal): the derivative of a general Schur form "
+                               "is not implemented; use eigh for symmetric matrices.")
+    # A = Z T Z^T with T diagonal: C = Z^T dA Z, Omega = Z^T dZ with Omega_ij = C_ij / (w_j - w_i) below the
+    # diagonal (antisymmetric), dT = triu(C - C^T, 1) + diag(C), dZ = Z Omega.
+    w = np.diagonal(t, axis1=-2, axis2=-1)
+    n = np.shape(a)[-1]
+    strict_lower = np.tri(n, k=-1, dtype=_real_dtype(a))
+    eye = _eye(n, a)
+    gomega = _T(z) @ gz
+    lower_part = (gomega - _T(gomega)) * strict_lower  # the cotangent of Omega's free (lower) entries
+    f = _spectral(w, a)  # F_ij = 1 / (w_j - w_i)
+    up = np.triu(gt, 1)
+    gc = lower_part * f + up - _T(up) + gt * eye
+    return (z @ gc) @ _T(z)
+
+
+defvjp(intercepted(sl.schur), _schur_vjp, note="symmetric (normal) input only, distinct eigenvalues")
+
+
+# ---------------------------------------------------------------- matrices built from copies of the inputs
+def _placeholders(arrays: list) -> list:
+    """Each input entry numbered 1, 2, ... in float64 and as ``k + k i`` (so a conjugated copy shows)."""
+    out, start = [], 1
+    for x in arrays:
+        size = int(np.size(x))
+        ids = np.arange(start, start + size, dtype=np.float64).reshape(np.shape(x))
+        out.append(ids * (1 + 1j) if np.iscomplexobj(x) else ids)
+        start += size
+    return out
+
+
+def _gathered(public: str, fun: Any, arrays: list, call: Any) -> Any:
+    """``call(*arrays)`` (a SciPy builder) as a gather of the (traced) input entries.
+
+    SciPy builds the matrix once from numbered placeholders: each output entry
+    is then the number of the input entry copied there (0 for a structural
+    zero), and its imaginary part tells a conjugated copy.  The gather of the
+    real values is checked against SciPy's own result, so a function that does
+    more than copy is refused rather than differentiated wrongly.
+    """
+    plain = [np.asarray(strip(x)) for x in arrays]
+    expected = np.asarray(call(*plain))
+    ids = np.asarray(call(*_placeholders(plain)))
+    index = np.rint(np.real(ids)).astype(np.intp)
+    conj = np.iscomplexobj(ids) & (np.imag(ids) < 0)
+    flat_plain = np.concatenate([np.zeros(1, dtype=expected.dtype)] + [np.ravel(x).astype(expected.dtype) for x in plain])
+    check = flat_plain[index]
+    check = np.where(conj, np.conj(check), check)
+    if check.shape != expected.shape or not np.array_equal(check, expected, equal_nan=True):
+        raise _refuse(public, "its output is not a copy of its inputs' entries here.")
+    flat = np.concatenate([np.zeros(1, dtype=expected.dtype)] + [np.ravel(x) for x in arrays])
+    out = flat[index]
+    if conj.any():
+        out = np.where(conj, np.conj(out), out)
+    return out if np.result_type(out) == expected.dtype else out.astype(expected.dtype)
+
+
+def _builder(fun: Any) -> None:
+    public = fun.__name__
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        arrays = [i for i, x in enumerate(args) if not isinstance(x, (int, str)) and x is not None]
+
+        def call(*xs: Any) -> Any:
+            full = list(args)
+            for i, x in zip(arrays, xs):
+                full[i] = x
+            return fun(*full, **kwargs)
+
+        return _gathered(public, fun, [args[i] for i in arrays], call)
+
+    defcomposite(intercepted(fun), impl, note="entries are copies of the inputs' entries")
+
+
+for _f in (sl.toeplitz, sl.hankel, sl.circulant, sl.block_diag, sl.leslie, sl.convolution_matrix):
+    _builder(_f)
+
+
+def _companion(a):
+    sl.companion(strip(a))  # SciPy's own checks (length >= 2, a[0] != 0)
+    n = np.shape(a)[-1]
+    first = -a[..., 1:] / a[..., :1]
+    below = np.broadcast_to(np.eye(n - 2, n - 1, dtype=np.result_type(first)), np.shape(a)[:-1] + (n - 2, n - 1))
+    return np.concatenate([first[..., None, :], below], axis=-2)
+
+
+def _fiedler(a):
+    expected = sl.fiedler(strip(a))
+    if np.ndim(a) == 0 or np.size(a) == 0:
+        return expected
+    return np.abs(a[..., :, None] - a[..., None, :])
+
+
+def _khatri_rao(a, b):
+    sl.khatri_rao(strip(a), strip(b))  # SciPy's own shape checks
+    out = a[..., :, None, :] * b[..., None, :, :]
+    shape = np.shape(out)
+    return np.reshape(out, shape[:-3] + (shape[-3] * shape[-2], shape[-1]))
+
+
+defcomposite(intercepted(sl.companion), _companion)
+defcomposite(intercepted(sl.fiedler), _fiedler, note="subgradient 0 where entries tie")
+defcomposite(intercepted(sl.khatri_rao), _khatri_rao)
+
+
+# ---------------------------------------------------------------- primary matrix functions
+def _block_adjoint(f: Any, a: Any, g: Any, *extra: Any) -> Any:
+    """``L_f(A^T, G)``: the upper right block of ``f([[A^T, G], [0, A^T]])`` (batch axes of ``g`` kept).
+
+    The block matrix repeats every eigenvalue of ``A``, so SciPy's conditioning
+    warnings about it say nothing about the user's matrix: they are silenced.
+    """
+    n = np.shape(a)[-1]
+    at = np.broadcast_to(_T(a), np.broadcast_shapes(np.shape(a), np.shape(g)))
+    g = np.broadcast_to(g, np.shape(at))
+    zero = np.zeros(np.shape(at), dtype=np.result_type(at, g))
+    block = np.concatenate([np.concatenate([at, g], -1), np.concatenate([zero, at], -1)], -2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = f(block, *extra)
+    return out[..., :n, n:]
+
+
+def _matrix_function(f: Any, *, n_extra: int = 0) -> None:
+    name = f.__name__
+
+    def vjp(g, ans, a, *args, **kwargs):
+        extra = args[:n_extra]
+        if isinstance(ans, tuple):  # disp=False: (value, error estimate)
+            if not _absent(g[1]):
+                raise _refuse(name, "a cotangent on the error estimate of disp=False.")
+            g = g[0]
+        out = _block_adjoint(f, a, g, *extra)
+        return out if np.iscomplexobj(a) or not np.iscomplexobj(out) else np.real(out)
+
+    vjps = [vjp] + [None] * n_extra
+    defvjp(intercepted(f), *vjps, note="VJP: f([[A^T, G], [0, A^T]]) (Frechet derivative adjoint)")
+
+
+for _f in (sl.expm, sl.logm, sl.sqrtm, sl.cosm, sl.sinm, sl.tanm, sl.coshm, sl.sinhm, sl.tanhm):
+    _matrix_function(_f)
+_matrix_function(sl.fractional_matrix_power, n_extra=1)
+
+
+def _expm_frechet_grads(g, ans, a, e, compute_expm):
+    """Cotangents of ``A`` and ``E``: ``expm([[A, E], [0, A]]) = [[expm(A), L(A, E)], [0, expm(A)]]``."""
+    n = np.shape(a)[-1]
+    if compute_expm:
+        g_x, g_l = g
+    else:
+        g_x, g_l = None, g
+    batch = np.broadcast_shapes(np.shape(a), np.shape(e), np.shape(g_l))
+    a_b, e_b = np.broadcast_to(a, batch), np.broadcast_to(e, batch)
+    zero = np.zeros(batch, dtype=np.result_type(a, e, g_l))
+    block = np.concatenate([np.concatenate([a_b, e_b], -1), np.concatenate([zero, a_b], -1)], -2)
+    top = np.concatenate([zero if g_x is None or _absent(g_x) else np.broadcast_to(g_x, batch), np.broadcast_to(g_l, batch)], -1)
+    g_block = np.concatenate([top, np.concatenate([zero, zero], -1)], -2)
+    gm = _block_adjoint(sl.expm, block, g_block)
+    return gm[..., :n, :n] + gm[..., n:, n:], gm[..., :n, n:]
+
+
+defvjp(
+    intercepted(sl.expm_frechet),
+    lambda g, ans, A, E, method=None, compute_expm=True, check_finite=True: _expm_frechet_grads(
+        g, ans, A, E, compute_expm)[0],
+    lambda g, ans, A, E, method=None, compute_expm=True, check_finite=True: _expm_frechet_grads(
+        g, ans, A, E, compute_expm)[1],
+)
+
+
+# ---------------------------------------------------------------- Sylvester and Lyapunov equations
+def _sylvester_parts(g, ans, a, b):
+    # A X + X B = Q: the adjoint equation A^T Y + Y B^T = G gives gQ = Y, gA = -Y X^T, gB = -X^T Y.
+    return sl.solve_sylvester(_T(a), _T(b), g)
+
+
+defvjp(
+    intercepted(sl.solve_sylvester),
+    lambda g, ans, a, b, q: -(_sylvester_parts(g, ans, a, b) @ _T(ans)),
+    lambda g, ans, a, b, q: -(_T(ans) @ _sylvester_parts(g, ans, a, b)),
+    lambda g, ans, a, b, q: _sylvester_parts(g, ans, a, b),
+)
+
+
+def _lyap_y(g, a, discrete, method=None):
+    if discrete:  # X = A X A^T + Q: adjoint Y = A^T Y A + G
+        return sl.solve_discrete_lyapunov(_T(a), g, method=method)
+    return sl.solve_continuous_lyapunov(_T(a), g)  # A X + X A^T = Q: adjoint A^T Y + Y A = G
+
+
+def _continuous_a(g, ans, a, q):
+    _real_only("solve_continuous_lyapunov", a, q)
+    y = _lyap_y(g, a, False)
+    return -(y @ _T(ans) + _T(y) @ ans)
+
+
+def _continuous_q(g, ans, a, q):
+    _real_only("solve_continuous_lyapunov", a, q)
+    return _lyap_y(g, a, False)
+
+
+def _discrete_a(g, ans, a, q, method=None):
+    _real_only("solve_discrete_lyapunov", a, q)
+    y = _lyap_y(g, a, True, method)
+    return y @ (a @ _T(ans)) + _T(y) @ (a @ ans)
+
+
+def _discrete_q(g, ans, a, q, method=None):
+    _real_only("solve_discrete_lyapunov", a, q)
+    return _lyap_y(g, a, True, method)
+
+
+defvjp(intercepted(sl.solve_continuous_lyapunov), _continuous_a, _continuous_q, note="real input")
+defvjp(intercepted(sl.solve_discrete_lyapunov), _discrete_a, _discrete_q, note="real input")
+
+
+# ---------------------------------------------------------------- banded systems
+def _band_index(rows: int, n: int, upper: int) -> tuple:
+    """For banded storage ``ab[upper + i - j, j] = A[i, j]``: each slot's row ``i`` and whether it is in range."""
+    r = np.arange(rows)[:, None]
+    j = np.arange(n)[None, :]
+    i = r + j - upper
+    valid = (i >= 0) & (i < n)
+    return np.where(valid, i, 0), np.broadcast_to(j, (rows, n)), valid
+
+
+def _transpose_banded(ab: Any, lower: int, upper: int) -> Any:
+    """The banded storage of ``A^T`` (``upper`` and ``lower`` swapped), gathered from ``ab``."""
+    rows, n = np.shape(ab)[-2:]
+    r = np.arange(rows)[:, None]
+    j = np.arange(n)[None, :]
+    # A^T[i, j] = A[j, i]: slot (r, j) of A^T's storage (its upper = lower) holds A[j, i], i = r + j - lower,
+    # which sits in ab at row upper + j - i, column i.
+    i = r + j - lower
+    valid = (i >= 0) & (i < n)
+    src_row = np.where(valid, upper + j - i, 0)
+    src_col = np.where(valid, i, 0)
+    return np.where(valid, ab[..., src_row, src_col], 0)
+
+
+def _banded_parts(l_and_u, ab, b, g):
+    lower, upper = (int(v) for v in l_and_u)
+    vector = np.ndim(b) == 1
+    n = np.shape(ab)[-1]
+    cols, moved = _as_columns(g, n, 1 if vector else 2)
+    gb = sl.solve_banded((upper, lower), _transpose_banded(ab, lower, upper), cols)
+    return lower, upper, vector, _from_columns(gb, moved, 1 if vector else 2)
+
+
+def _solve_banded_ab(g, ans, l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    _real_only("solve_banded", ab, b)
+    lower, upper, vector, gb = _banded_parts(l_and_u, ab, b, g)
+    rows, n = np.shape(ab)[-2:]
+    i, j, valid = _band_index(rows, n, upper)
+    # gA[i, j] = -sum_k gb[i, k] x[j, k], read only at the stored slots.
+    if vector:
+        vals = -(gb[..., i] * ans[..., j])
+    else:
+        vals = -np.sum(gb[..., i, :] * ans[..., j, :], axis=-1)
+    return np.where(valid, vals, 0)
+
+
+def _solve_banded_b(g, ans, l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    _real_only("solve_banded", ab, b)
+    return _banded_parts(l_and_u, ab, b, g)[3]
+
+
+defvjp(intercepted(sl.solve_banded), CONSTANT_ARG, _solve_banded_ab, _solve_banded_b, note="real input")
+
+
+def _solveh_parts(ab, b, g, lower):
+    if np.ndim(ab) != 2:
+        raise _refuse("solveh_banded", "a batch of banded matrices (call it once per matrix).")
+    vector = np.ndim(b) == 1
+    cols, moved = _as_columns(g, np.shape(ab)[-1], 1 if vector else 2)
+    gb = sl.solveh_banded(ab, cols, lower=lower)  # A is symmetric: its own transpose
+    return vector, _from_columns(gb, moved, 1 if vector else 2)
+
+
+def _solveh_banded_ab(g, ans, ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
+    _real_only("solveh_banded", ab, b)
+    vector, gb = _solveh_parts(ab, b, g, lower)
+    rows, n = np.shape(ab)[-2:]
+    # Upper storage: ab[rows - 1 + i - j, j] = A[i, j] (i <= j); lower: ab[i - j, j] = A[i, j] (i >= j).
+    i, j, valid = _band_index(rows, n, 0 if lower else rows - 1)
+    if vector:
+        vals = -(gb[..., i] * ans[..., j] + gb[..., j] * ans[..., i])
+    else:
+        vals = -np.sum(gb[..., i, :] * ans[..., j, :] + gb[..., j, :] * ans[..., i, :], axis=-1)
+    diagonal = (i == j)
+    return np.where(valid, np.where(diagonal, 0.5 * vals, vals), 0)
+
+
+def _solveh_banded_b(g, ans, ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
+    _real_only("solveh_banded", ab, b)
+    return _solveh_parts(ab, b, g, lower)[1]
+
+
+defvjp(intercepted(sl.solveh_banded), _solveh_banded_ab, _solveh_banded_b, note="real input; symmetric storage")
+
+
+# ---------------------------------------------------------------- polar decomposition, Procrustes
+def _polar_right(gu, gp, u, p, a):
+    """Cotangent of ``a = u p`` (``u`` with orthonormal columns, ``p`` symmetric positive definite).
+
+    ``U^T dA = Omega P + dP`` with ``Omega = U^T dU`` antisymmetric, so
+    ``P Omega + Omega P = U^T dA - dA^T U`` and ``dP = U^T dA - Omega P``.
+    With ``W`` solving ``P W + W P = U^T gU - gP P``: ``gA = U gP + U (W - W^T)``,
+    plus ``(I - U U^T) gU P^-1`` when ``u`` is tall.
+    """
+    m, n = np.shape(a)[-2:]
+    gp = np.zeros_like(p) if gp is None else gp
+    gu = np.zeros_like(u) if gu is None else gu
+    w = sl.solve_sylvester(p, p, _T(u) @ gu - gp @ p)
+    ga = u @ gp + u @ (w - _T(w))
+    if m > n:
+        ga = ga + _solve_right_t(gu - u @ (_T(u) @ gu), p)  # P is symmetric: P^-T = P^-1
+    return ga
+
+
+def _polar_vjp(g, ans, a, side="right"):
+    _real_only("polar", a)
+    if np.ndim(a) != 2:
+        raise _refuse("polar", "a batch of matrices.")
+    u, p = ans
+    gu, gp = g
+    m, n = np.shape(a)
+    if side == "right":
+        if m < n:
+            raise _refuse("polar", "side='right' for a wide matrix (p is singular there); use side='left'.")
+        return _polar_right(gu, gp, u, p, a)
+    if m > n:
+        raise _refuse("polar", "side='left' for a tall matrix (p is singular there); use side='right'.")
+    # a = p u  <=>  a^T = u^T p^T: the right decomposition of a^T.
+    return _T(_polar_right(_T(gu), _T(gp), _T(u), _T(p), _T(a)))
+
+
+defvjp(intercepted(sl.polar), _polar_vjp, note="real input, full rank")
+
+
+def _orthogonal_procrustes(A, B, check_finite=True):
+    sl.orthogonal_procrustes(strip(A), strip(B), check_finite=check_finite)  # SciPy's own checks
+    u, p = sl.polar(_T(A) @ B)  # R = U V^T of svd(A^T B) is the polar factor; scale = sum(s) = trace(p)
+    return u, np.trace(p, axis1=-2, axis2=-1)
+
+
+defcomposite(intercepted(sl.orthogonal_procrustes), _orthogonal_procrustes, note="through polar(A^T B)")

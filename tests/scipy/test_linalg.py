@@ -1,0 +1,404 @@
+"""Derivatives of scipy.linalg through SciPy's door (tapegrad.rules.scipy_linalg).
+
+Every rule is checked against central finite differences at first and second
+order, with a batch of cotangents against single VJPs (tapegrad.testing.check_grads),
+called as users call it: module attributes, names bound at import, keywords.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.linalg as sl
+from scipy.linalg import expm, solve, cholesky
+
+import tapegrad as tg
+from tapegrad.testing import check_grads
+
+rng = np.random.default_rng(7)
+
+
+def _u(*shape):
+    return rng.uniform(-1.0, 1.0, shape)
+
+
+def _spd(n):
+    x = _u(n, n)
+    return x @ x.T + n * np.eye(n)
+
+
+A = _u(3, 3) + 3 * np.eye(3)
+B = _u(3, 2)
+b = _u(3)
+S = _spd(3)
+TALL = _u(5, 3)
+WIDE = _u(3, 5)
+
+
+def _sym(x):
+    return x + x.T
+
+
+# ------------------------------------------------------------------ inverse, determinant, solves
+@pytest.mark.parametrize("assume_a", [None, "gen", "sym", "pos", "diagonal", "upper triangular", "lower triangular"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_inv(assume_a, lower):
+    check_grads(lambda a: sl.inv(a, assume_a=assume_a, lower=lower), (S + 0.3 * np.triu(_u(3, 3), 1),))
+
+
+def test_det_closed_form_and_batches():
+    g = tg.grad(scipy.linalg.det)(A)
+    np.testing.assert_allclose(g, np.linalg.det(A) * np.linalg.inv(A).T, rtol=1e-12)
+    check_grads(sl.det, (A,))
+    stack = np.stack([A, S, A.T])
+    check_grads(sl.det, (stack,))
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(sl.det(x)))(stack),
+                               np.stack([np.linalg.det(m) * np.linalg.inv(m).T for m in stack]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("assume_a", [None, "gen", "sym", "pos", "diagonal", "tridiagonal", "upper triangular",
+                                      "lower triangular", "banded"])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_solve(assume_a, lower, transposed):
+    a = S + 0.3 * np.triu(_u(3, 3), 1)
+    check_grads(lambda a, b: solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed), (a, b))
+    check_grads(lambda a, b: sl.solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed), (a, B), order=1)
+
+
+def test_solve_reads_one_triangle():
+    # assume_a='pos', lower=True reads the lower triangle only: the upper one gets no gradient.
+    g = tg.grad(lambda a: np.sum(sl.solve(a, b, assume_a="pos", lower=True)))(S + np.triu(np.ones((3, 3)), 1))
+    assert np.all(np.triu(g, 1) == 0) and np.any(np.tril(g, -1) != 0)
+
+
+def test_solve_batched_and_complex():
+    stack = np.stack([A, S])
+    check_grads(lambda a, b: sl.solve(a, b), (stack, _u(2, 3, 2)))
+    ac = A + 0.5j * _u(3, 3)
+    check_grads(lambda a, b: sl.solve(a, b), (ac, b + 0.1j))
+
+
+@pytest.mark.parametrize("trans", [0, 1, "T"])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_solve_triangular(trans, lower, unit_diagonal):
+    f = lambda a, b: sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)  # noqa: E731
+    check_grads(f, (A, b))
+    check_grads(f, (A, B), order=1)
+    g = tg.grad(lambda a: np.sum(f(a, b)))(A)
+    other = np.triu(g, 1) if lower else np.tril(g, -1)
+    assert not other.any()
+    if unit_diagonal:
+        assert not np.diagonal(g).any()
+
+
+# ------------------------------------------------------------------ Cholesky and LU
+@pytest.mark.parametrize("lower", [False, True])
+def test_cholesky(lower):
+    check_grads(lambda a: cholesky(a, lower=lower), (S,))
+    check_grads(lambda x: sl.cholesky(x @ x.T + 3 * np.eye(3), lower=lower), (A,))
+    check_grads(lambda a: sl.cholesky(a, lower=lower), (np.stack([S, _spd(3)]),), order=1)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_cho_factor_and_cho_solve(lower):
+    check_grads(lambda a: sl.cho_factor(a, lower=lower)[0], (S + 0.2 * _u(3, 3),))
+
+    def f(a, b):
+        return sl.cho_solve(sl.cho_factor(a, lower=lower), b)
+
+    check_grads(f, (S, b))
+    check_grads(f, (S, B))
+    # The whole chain equals solve with the triangle cho_factor read.
+    g = tg.grad(lambda a: np.sum(f(a, b) ** 2))(S)
+    g_ref = tg.grad(lambda a: np.sum(sl.solve(a, b, assume_a="pos", lower=lower) ** 2))(S)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_lu_factor_and_lu_solve():
+    check_grads(lambda a: sl.lu_factor(a)[0], (A,))
+
+    def f(a, b, trans):
+        return sl.lu_solve(sl.lu_factor(a), b, trans=trans)
+
+    for trans in (0, 1):
+        check_grads(lambda a, b: f(a, b, trans), (A, b))
+        check_grads(lambda a, b: f(a, b, trans), (A, B), order=1)
+    g = tg.grad(lambda a: np.sum(f(a, b, 0) ** 2))(A)
+    np.testing.assert_allclose(g, tg.grad(lambda a: np.sum(sl.solve(a, b) ** 2))(A), rtol=1e-10)
+
+
+def _well_pivoted(m, n):
+    """P L U with |L| <= 1/2 off the diagonal: partial pivoting picks P with a margin, so the
+    finite differences never cross a change of pivots."""
+    k = min(m, n)
+    low = np.tril(0.5 * _u(m, k), -1) + np.eye(m, k)
+    up = np.triu(_u(k, n)) + 2 * np.eye(k, n)
+    return low[rng.permutation(m)] @ up
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_lu(shape):
+    a = _well_pivoted(*shape)
+    check_grads(lambda a: sl.lu(a)[1:], (a,))
+    check_grads(lambda a: sl.lu(a, p_indices=True)[1:], (a,), order=1)
+    check_grads(lambda a: sl.lu(a, permute_l=True), (a,), order=1)
+
+
+# ------------------------------------------------------------------ symmetric eigenproblems, SVD, QR
+# SciPy's eigenvector signs can flip under a perturbation of 1e-12 (LAPACK picks them), so the
+# finite differences see sign-invariant functions of the vectors: each column times its first entry.
+def _signless(v):
+    return v * v[..., :1, :]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_eigh(lower):
+    a = S + 0.5 * _u(3, 3)
+    check_grads(lambda a: sl.eigh(a, lower=lower)[0], (a,))
+    check_grads(lambda a: _signless(sl.eigh(a, lower=lower)[1]), (a,))
+    check_grads(lambda a: sl.eigh(a, lower=lower, eigvals_only=True), (a,))
+    check_grads(lambda a: sl.eigvalsh(a, lower=lower), (a,))
+    g = tg.grad(lambda a: np.sum(sl.eigvalsh(a, lower=lower)))(a)
+    np.testing.assert_allclose(g, np.eye(3), atol=1e-12)  # d trace = I, on the diagonal
+
+
+def test_eigh_subsets_and_generalized():
+    a = _sym(_u(5, 5))
+    check_grads(lambda a: _signless(sl.eigh(a, subset_by_index=[1, 3])[1]), (a,))
+    w = np.linalg.eigvalsh(a)
+    check_grads(lambda a: _signless(sl.eigh(a, subset_by_value=[w[0] + 1e-3, w[2] + 1e-3])[1]), (a,), order=1)
+    check_grads(lambda a, b: sl.eigh(a, b)[0], (S + 0.5 * _u(3, 3), _spd(3)))
+    check_grads(lambda a, b: _signless(sl.eigh(a, b)[1]), (S + 0.5 * _u(3, 3), _spd(3)))
+    check_grads(lambda a, b: sl.eigvalsh(a, b), (_sym(_u(3, 3)), _spd(3)), order=1)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="eigh"):
+        tg.grad(lambda a: np.sum(sl.eigh(a, S, type=2)[0]))(S)
+
+
+@pytest.mark.parametrize("a", [A, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_svd(a):
+    def signless(u, s, vh):  # u_j and vh_j flip together: u_j vh_j^T and scaled columns do not
+        return u * u[..., :1, :], s, (vh * vh[..., :, :1]), u @ vh
+
+    check_grads(lambda a: signless(*sl.svd(a, full_matrices=False)), (a,))
+    check_grads(lambda a: sl.svd(a, compute_uv=False), (a,))
+    check_grads(sl.svdvals, (a,))
+    k = min(a.shape)
+    # full_matrices=True: the unique parts of the factors are differentiable.
+    check_grads(lambda a: signless(sl.svd(a)[0][:, :k], sl.svd(a)[1], sl.svd(a)[2][:k]), (a,), order=1)
+
+
+def test_svd_full_extra_vectors_refused():
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="full_matrices"):
+        tg.grad(lambda a: np.sum(sl.svd(a)[0]))(TALL)
+
+
+@pytest.mark.parametrize("a", [A, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_qr(a):
+    check_grads(lambda a: sl.qr(a, mode="economic"), (a,))
+    check_grads(lambda a: sl.qr(a, mode="r")[0], (a,))
+    check_grads(lambda a: sl.qr(a, mode="economic", pivoting=True)[:2], (a,), order=1)
+    if a.shape[0] <= a.shape[1]:
+        check_grads(lambda a: sl.qr(a), (a,), order=1)
+
+
+def test_qr_full_extra_columns_refused():
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="mode='economic'"):
+        tg.grad(lambda a: np.sum(sl.qr(a)[0]))(TALL)
+
+
+def test_pinv_pinvh_lstsq():
+    check_grads(sl.pinv, (TALL,))
+    check_grads(lambda a: sl.pinv(a, return_rank=True)[0], (WIDE,), order=1)
+    check_grads(sl.pinvh, (S + 0.3 * _u(3, 3),))
+    check_grads(lambda a, b: sl.lstsq(a, b)[0], (TALL, _u(5)))
+    check_grads(lambda a, b: sl.lstsq(a, b)[1], (TALL, _u(5, 2)), order=1)
+    check_grads(lambda a, b: sl.lstsq(a, b)[3], (TALL, _u(5)), order=1)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"ord": 1}, {"ord": "fro"}, {"ord": 2}, {"axis": 0}, {"ord": np.inf}])
+def test_norm(kwargs):
+    check_grads(lambda a: sl.norm(a, **kwargs), (A,))
+
+
+def test_norm_check_finite():
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        tg.grad(lambda a: sl.norm(a))(np.array([1.0, np.nan]))
+    assert np.isnan(tg.grad(lambda a: sl.norm(a, check_finite=False))(np.array([1.0, np.nan]))).any()
+
+
+def test_schur_of_a_symmetric_matrix():
+    a = _sym(_u(4, 4))
+    check_grads(lambda a: (sl.schur(a)[0], _signless(sl.schur(a)[1])), (a,), order=1)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="second"):
+        tg.hessian(lambda a: np.sum(sl.schur(a)[0] ** 2))(a)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="not symmetric"):
+        tg.grad(lambda a: np.sum(sl.schur(a)[0]))(A)
+
+
+# ------------------------------------------------------------------ builders
+def test_builders():
+    c, r = _u(4), _u(3)
+    check_grads(sl.toeplitz, (c, r))
+    check_grads(sl.toeplitz, (c,))
+    check_grads(sl.hankel, (c, r))
+    check_grads(sl.circulant, (c,))
+    check_grads(lambda x, y, z: sl.block_diag(x, y, z), (_u(2, 2), _u(3), _u(1, 2)))
+    check_grads(sl.leslie, (_u(4), _u(3)))
+    check_grads(lambda a: sl.convolution_matrix(a, 5, mode="same"), (_u(3),))
+    check_grads(sl.companion, (np.array([2.0, -1.0, 0.5, 0.3]),))
+    check_grads(sl.fiedler, (_u(4),))
+    check_grads(sl.khatri_rao, (_u(2, 3), _u(4, 3)))
+    assert tg.grad(lambda c: np.sum(sl.toeplitz(c)))(c).tolist() == [4.0, 6.0, 4.0, 2.0]
+
+
+def test_builder_forward_is_scipys_and_complex_conjugates():
+    c = np.array([1.0 + 2j, 3 - 1j, 0.5j])
+    out = tg.vjp(sl.toeplitz, c)[0]
+    assert np.array_equal(out, sl.toeplitz(c)) and out.dtype == np.complex128
+    check_grads(sl.toeplitz, (c,), order=1)
+    x32 = _u(3).astype(np.float32)
+    assert tg.grad(lambda c: np.sum(sl.circulant(c)))(x32).dtype == np.float32
+
+
+# ------------------------------------------------------------------ matrix functions
+def test_expm_closed_forms():
+    d = np.diag([0.1, -0.4, 0.7])
+    g = tg.grad(lambda a: np.trace(expm(a)))(d)
+    np.testing.assert_allclose(g, np.diag(np.exp(np.diag(d))), rtol=1e-12)  # d tr e^A = e^A^T
+    # The Frechet derivative: <G, L(A, E)> = <vjp(G), E>.
+    G, E = _u(3, 3), _u(3, 3)
+    _, vjp = tg.vjp(expm, A * 0.3)
+    np.testing.assert_allclose(np.sum(vjp(G)[0] * E), np.sum(G * sl.expm_frechet(A * 0.3, E)[1]), rtol=1e-10)
+    # Strictly upper triangular N and E: expm(N + tE) = I + (N + tE) + (N + tE)^2 / 2 (cubes vanish).
+    n = np.triu(_u(3, 3), 1)
+    upper = np.triu(np.ones((3, 3), dtype=bool), 1)
+    poly = tg.jacobian(lambda x: np.eye(3) + x + x @ x / 2)(n)
+    np.testing.assert_allclose(tg.jacobian(expm)(n)[..., upper], poly[..., upper], atol=1e-12)
+
+
+@pytest.mark.parametrize("f", [sl.expm, sl.logm, sl.sqrtm, sl.cosm, sl.sinm, sl.tanm, sl.coshm, sl.sinhm, sl.tanhm],
+                         ids=lambda f: f.__name__)
+def test_matrix_functions(f):
+    a = S / 3 if f in (sl.logm, sl.sqrtm) else 0.3 * A
+    check_grads(f, (a,))
+
+
+def test_matrix_functions_batched_and_power():
+    check_grads(expm, (0.3 * np.stack([A, A.T]),))
+    check_grads(lambda a: sl.fractional_matrix_power(a, 0.3), (S / 3,), order=1)
+
+
+def test_expm_frechet():
+    check_grads(sl.expm_frechet, (0.3 * A, _u(3, 3)))
+    check_grads(lambda a, e: sl.expm_frechet(a, e, compute_expm=False), (0.3 * A, _u(3, 3)), order=1)
+
+
+# ------------------------------------------------------------------ matrix equations
+def test_sylvester_and_lyapunov():
+    check_grads(sl.solve_sylvester, (A, S, _u(3, 3)))
+    check_grads(sl.solve_continuous_lyapunov, (-S, _u(3, 3)))
+    check_grads(sl.solve_discrete_lyapunov, (0.3 * A / 3, _u(3, 3)))
+    check_grads(lambda a, q: sl.solve_discrete_lyapunov(a, q, method="bilinear"), (0.1 * A, _u(3, 3)), order=1)
+
+
+def test_banded():
+    n = 5
+    ab = _u(4, n) + np.array([[0.0], [0.0], [4.0], [0.0]])  # (l, u) = (1, 2): the diagonal is row u = 2
+    check_grads(lambda ab, b: sl.solve_banded((1, 2), ab, b), (ab, _u(n)))
+    check_grads(lambda ab, b: sl.solve_banded((1, 2), ab, b), (ab, _u(n, 2)), order=1)
+    dense = sum(np.diag(ab[2 - k, max(k, 0):n + min(k, 0)] if k >= 0 else ab[2 - k, :n + k], k) for k in range(-1, 3))
+    g = tg.grad(lambda ab: np.sum(sl.solve_banded((1, 2), ab, b5) ** 2))(ab) if (b5 := _u(n)) is not None else None
+    gd = tg.grad(lambda m: np.sum(np.linalg.solve(m, b5) ** 2))(dense)
+    for k in range(-1, 3):  # the banded gradient is the dense one, read along the diagonals
+        diag = np.diagonal(gd, k)
+        np.testing.assert_allclose(g[2 - k, max(k, 0):max(k, 0) + len(diag)], diag, rtol=1e-10, atol=1e-12)
+    hb = np.vstack([_u(n) * 0.3, 3 + _u(n)])  # upper storage, one superdiagonal
+    hb[0, 0] = 0.0
+    check_grads(lambda ab, b: sl.solveh_banded(ab, b), (hb, _u(n)))
+    check_grads(lambda ab, b: sl.solveh_banded(ab[::-1], b, lower=True), (hb, _u(n, 2)), order=1)
+
+
+def test_polar_and_procrustes():
+    check_grads(sl.polar, (A,))
+    check_grads(sl.polar, (TALL,), order=1)
+    check_grads(lambda a: sl.polar(a, side="left"), (WIDE,), order=1)
+    check_grads(lambda a, b: sl.orthogonal_procrustes(a, b), (_u(4, 3), _u(4, 3)))
+
+
+# ------------------------------------------------------------------ the door itself
+def test_batched_cotangent_jacobian_equals_stacked_vjps():
+    f = lambda a: sl.solve(a, b) + sl.expm(0.2 * a) @ b  # noqa: E731
+    jac = tg.jacobian(f)(A)
+    _, vjp = tg.vjp(f, A)
+    np.testing.assert_allclose(jac, np.stack([vjp(e)[0] for e in np.eye(3)]), rtol=1e-12, atol=1e-14)
+
+
+def test_hessian_matches_finite_differences_of_the_gradient():
+    f = lambda x: sl.det(sl.expm(0.3 * x)) + np.sum(sl.inv(x + 3 * np.eye(3)))  # noqa: E731
+    x = 0.5 * _u(3, 3)
+    h = tg.hessian(f)(x)
+    grad = tg.grad(f)
+    eps = 1e-6
+    fd = np.stack([(grad(x + eps * e.reshape(3, 3)) - grad(x - eps * e.reshape(3, 3))) / (2 * eps)
+                   for e in np.eye(9)]).reshape(3, 3, 3, 3)
+    np.testing.assert_allclose(h, np.moveaxis(fd, (0, 1), (2, 3)), rtol=1e-6, atol=1e-7)
+
+
+def test_no_tracer_gives_scipys_exact_results_and_nothing_stays_changed():
+    code = sl.expm.__code__, sl.solve.__code__, sl.eigh.__code__
+    seen = {}
+
+    def f(x):
+        seen["expm"] = sl.expm(A)  # plain arguments inside a recording: SciPy's own code
+        seen["eigh"] = sl.eigh(S)
+        seen["solve"] = sl.solve(A, b, assume_a="pos")
+        return np.sum(sl.expm(x))
+
+    tg.grad(f)(0.1 * A)
+    assert np.array_equal(seen["expm"], sl.expm(A))
+    assert all(np.array_equal(p, q) for p, q in zip(seen["eigh"], sl.eigh(S)))
+    assert np.array_equal(seen["solve"], sl.solve(A, b, assume_a="pos"))
+    assert (sl.expm.__code__, sl.solve.__code__, sl.eigh.__code__) == code
+
+
+def test_traced_forward_is_scipys_own():
+    for f, args in [(sl.expm, (0.3 * A,)), (sl.eigh, (S,)), (sl.svd, (TALL,)), (sl.qr, (A,)), (sl.lu, (A,)),
+                    (sl.solve, (A, b)), (sl.det, (A,))]:
+        out = tg.vjp(f, *args)[0]
+        ref = f(*args)
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            assert np.array_equal(o, r)
+
+
+def test_inputs_not_mutated_and_float32_kept():
+    a = S.copy()
+    tg.grad(lambda a: np.sum(sl.cholesky(a, overwrite_a=True)))(a)
+    tg.grad(lambda a: np.sum(sl.solve(a, b, overwrite_a=True, overwrite_b=True)))(a)
+    assert np.array_equal(a, S)
+    a32 = S.astype(np.float32)
+    for f in (sl.inv, lambda x: sl.cholesky(x), lambda x: sl.eigh(x)[0], sl.expm):
+        g = tg.grad(lambda x: np.sum(f(x)))(a32)
+        assert g.dtype == np.float32
+
+
+def test_check_finite_is_scipys():
+    bad = A.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        tg.grad(lambda a: np.sum(sl.inv(a)))(bad)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        tg.grad(lambda a: np.sum(sl.eigh(a)[0]))(bad)
+
+
+def test_undifferentiable_arguments_raise_clearly():
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="fractional_matrix_power"):
+        tg.grad(lambda t: np.sum(sl.fractional_matrix_power(S, t)))(0.5)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="complex"):
+        tg.grad(lambda a: np.real(np.sum(sl.cholesky(a))))(S + 0j)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(tg.NonDifferentiableArgumentError, match="error estimate"):
+            tg.grad(lambda a: sl.logm(a, disp=False)[1])(S)
