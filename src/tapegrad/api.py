@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .forward import hvp, jacfwd, jvp
+from .sparsity import sparse_hessian, sparse_jacobian
 from .reverse import (
     ArgNums,
     batch_jacobian,
@@ -44,6 +45,7 @@ def jacobian(
     has_aux: bool = False,
     chunk_size: Optional[int] = None,
     mode: str = "reverse",
+    sparse: bool = False,
 ) -> Callable:
     """Return a function computing the full Jacobian of ``fun`` (reverse mode by default).
 
@@ -66,6 +68,13 @@ def jacobian(
     mode : {"reverse", "forward"}, default "reverse"
         ``"forward"`` is :func:`tapegrad.jacfwd` (one sweep of all input basis
         tangents; cheaper for tall Jacobians, few inputs and many outputs).
+    sparse : bool, default False
+        Return a ``scipy.sparse.csr_array`` of shape ``(out.size, x.size)``
+        (C-order flattening), computed at the cost of its nonzeros: the sweep
+        carries a sparse batch of cotangents whose structure comes from the
+        computation itself (no pattern to supply), and every value equals the
+        dense Jacobian's.  ``fun`` must return one array; reverse mode only.
+        See ``docs/sparse.md``.
 
     Returns
     -------
@@ -73,6 +82,10 @@ def jacobian(
         Returns the Jacobian (a tuple of them when ``argnums`` is a sequence;
         a structure of them when ``fun`` returns a structure).
     """
+    if sparse:
+        if mode != "reverse":
+            raise ValueError("sparse=True computes the Jacobian in reverse mode; leave mode out")
+        return sparse_jacobian(fun, argnums, has_aux, chunk_size)
     if mode == "forward":
         if chunk_size is not None:
             raise ValueError("chunk_size applies to reverse mode only")
@@ -82,10 +95,13 @@ def jacobian(
     return jacrev(fun, argnums, has_aux, chunk_size)
 
 
-def hessian(fun: Callable, argnums: ArgNums = 0, chunk_size: Optional[int] = None) -> Callable:
+def hessian(fun: Callable, argnums: ArgNums = 0, chunk_size: Optional[int] = None, sparse: bool = False) -> Callable:
     """Return a function computing the Hessian of scalar-valued ``fun``.
 
     The Hessian is the Jacobian of the traced gradient: shape ``x.shape + x.shape``.
+    With ``sparse=True`` it is a ``scipy.sparse.csr_array`` of shape
+    ``(x.size, x.size)``: the sparse Jacobian of the traced gradient (one
+    integer ``argnums``), every value equal to the dense Hessian's.
 
     Examples
     --------
@@ -94,4 +110,6 @@ def hessian(fun: Callable, argnums: ArgNums = 0, chunk_size: Optional[int] = Non
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
+    if sparse:
+        return sparse_hessian(fun, argnums, chunk_size)
     return jacrev(grad(fun, argnums), argnums, chunk_size=chunk_size)

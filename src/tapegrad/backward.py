@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .banded import BandedCotangent, plain
+from .sparse_batch import SparseCotangent
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
 from .registry import RULE_TABLE
@@ -449,8 +450,12 @@ def _sweep(
             g = _fill_zeros(g, ans, batch)
             if not rule.banded:
                 g = tuple(c.dense() if type(c) is BandedCotangent else c for c in g)
+            if not rule.sparse:
+                g = tuple(c.dense() if type(c) is SparseCotangent else c for c in g)
         elif type(g) is BandedCotangent and not rule.banded:
             g = g.dense()
+        elif type(g) is SparseCotangent and not rule.sparse:
+            g = g.dense()  # sparse batches likewise reach only the rules that opt in (Rule.sparse)
         if (
             rule.scatter_index is not None
             and (type(g) is np.ndarray or type(g) is BandedCotangent)

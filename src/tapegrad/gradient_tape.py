@@ -16,6 +16,7 @@ from .requests import (
     jacobian_request,
 )
 from .graph import tape_to_dot
+from .sparsity import sparse_jacobian_request
 from .host import prepare
 from .tape import Tape
 from .tracer import Tracer
@@ -178,15 +179,20 @@ class GradientTape:
         sources: Any,
         unconnected_gradients: str = "none",
         chunk_size: Optional[int] = None,
+        sparse: bool = False,
     ) -> Any:
         """Every derivative: ``target.shape + source.shape`` for each source.
 
         Computed in one backward sweep that carries all output basis vectors at
-        once (``chunk_size`` of them at a time, to bound memory).
+        once (``chunk_size`` of them at a time, to bound memory).  With
+        ``sparse=True`` each result is a ``scipy.sparse.csr_array`` of shape
+        ``(target.size, source.size)`` (see :func:`tapegrad.jacobian`).
         """
         tape = self._consume()
         unconnected = check_unconnected(unconnected_gradients)
         xs, structure = flatten(sources)
+        if sparse:
+            return unflatten(structure, sparse_jacobian_request(tape, target, xs, chunk_size))
         results = jacobian_request(tape, target, xs, unconnected, chunk_size)
         return unflatten(structure, fresh_results(results))
 

@@ -100,6 +100,11 @@ class Rule:
     #: tapegrad's own element-wise, slicing and summing rules opt into.  Every other
     #: rule (and every user rule) receives plain arrays.
     banded: bool = False
+    #: The VJPs accept the sweep's sparse batches of cotangents
+    #: (:class:`tapegrad.sparse_batch.SparseCotangent`, a Jacobian with ``sparse=True``):
+    #: tapegrad's own element-wise, indexing, reshaping and summing rules opt in.
+    #: Every other rule (and every user rule) receives plain arrays.
+    sparse: bool = False
     #: The forward call and VJPs take a 0-d float64 array where the program passed a
     #: Python float next to a float64 array (``x * 0.5``): the same numbers, without
     #: NumPy converting the float on every call.  tapegrad's ufunc rules opt in.
@@ -224,6 +229,7 @@ def defvjp(
     needs: Optional[tuple] = None,
     banded: bool = False,
     scatter_index: Optional[Callable[[tuple], Any]] = None,
+    sparse: bool = False,
 ) -> Any:
     """Register the vector-Jacobian products of a function, one per positional argument.
 
@@ -258,6 +264,9 @@ def defvjp(
         receives plain arrays (or tracers, at higher order).
     scatter_index : callable, optional
         Internal: for a read of part of argument 0, see :attr:`Rule.scatter_index`.
+    sparse : bool, default False
+        Internal to tapegrad's own rules: the VJPs may receive the sweep's sparse
+        batches of cotangents (see :attr:`Rule.sparse`).
 
     Returns
     -------
@@ -291,6 +300,7 @@ def defvjp(
         needs=needs,
         banded=banded,
         scatter_index=scatter_index,
+        sparse=sparse,
     )
     return fun
 

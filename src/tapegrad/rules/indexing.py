@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..banded import BandedCotangent
+from ..sparse_batch import SparseCotangent
 from ..dispatch import primitive, record_traced_first
 from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
@@ -52,6 +53,8 @@ def _take_index(a: Any, index: tuple, shape: tuple) -> Any:
 
 def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     """Adjoint of :func:`_take_index`: scatter-add ``g`` into zeros of ``batch + shape``."""
+    if type(g) is SparseCotangent:
+        return g.untaken(index, shape)
     nb = np.ndim(g) - _indexed_ndim(shape, index)
     batch = np.shape(g)[:nb]
     dtype = np.result_type(g)
@@ -146,8 +149,8 @@ def _gather_scatter(g: Any, pos: np.ndarray, size: int, batch: tuple, dtype: Any
 take_index = primitive(_take_index)
 untake = primitive(_untake)
 # Slices of a banded batch shift its diagonals: these rules keep it banded (Rule.banded).
-defvjp(take_index, lambda g, ans, a, index, shape: untake(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True)
-defvjp(untake, lambda g, ans, x, index, shape: take_index(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True)
+defvjp(take_index, lambda g, ans, a, index, shape: untake(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True, sparse=True)
+defvjp(untake, lambda g, ans, x, index, shape: take_index(g, index, shape), CONSTANT_ARG, CONSTANT_ARG, banded=True, sparse=True)
 
 
 def _getitem(x: Any, index: Any) -> Any:
@@ -166,6 +169,7 @@ defvjp(
     CONSTANT_ARG,
     needs=((1,), ()),  # the index, and only the shape of x
     banded=True,
+    sparse=True,
     scatter_index=_basic_scatter_index,
 )
 
@@ -259,7 +263,7 @@ def _astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 _astype_primitive = primitive(_astype)
-defvjp(_astype_primitive, lambda g, ans, x, dtype, *args, **kwargs: g)
+defvjp(_astype_primitive, lambda g, ans, x, dtype, *args, **kwargs: g, sparse=True)
 
 
 def astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
@@ -286,6 +290,7 @@ defvjp(
     lambda g, ans, cond, x, y: np.where(cond, g, 0),
     lambda g, ans, cond, x, y: np.where(cond, 0, g),
     banded=True,
+    sparse=True,
 )
 
 

@@ -122,7 +122,7 @@ def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, 
 
 
 # Only x's shape is read: a summed array need not stay alive until the sweep.
-defvjp(np.sum, _sum_vjp, needs=((),), banded=True)
+defvjp(np.sum, _sum_vjp, needs=((),), banded=True, sparse=True)
 defvjp(np.mean, _mean_vjp, needs=((),))
 for _f in (np.max, np.min, np.amax, np.amin):
     defvjp(_f, _extremum_vjp, note="ties split equally")

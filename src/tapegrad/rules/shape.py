@@ -97,10 +97,10 @@ def _ravel_vjp(g, ans, x, order="C"):
     return _reshape_trailing(g[..., source_of], nb, np.shape(x), "C")
 
 
-defvjp(np.reshape, _reshape_vjp)
-defvjp(np.ravel, _ravel_vjp)
-defvjp(np.squeeze, _same_size_vjp, needs=((),))
-defvjp(np.expand_dims, _same_size_vjp, needs=((),))
+defvjp(np.reshape, _reshape_vjp, sparse=True)
+defvjp(np.ravel, _ravel_vjp, sparse=True)
+defvjp(np.squeeze, _same_size_vjp, needs=((),), sparse=True)
+defvjp(np.expand_dims, _same_size_vjp, needs=((),), sparse=True)
 
 
 def _atleast(shape_of):
@@ -154,9 +154,9 @@ def _moveaxis_vjp(g, ans, x, source, destination):
     return np.moveaxis(g, dst, src)
 
 
-defvjp(np.transpose, _transpose_vjp, needs=((),))  # np.permute_dims is the same function object
-defvjp(np.swapaxes, _swapaxes_vjp, needs=((),))
-defvjp(np.moveaxis, _moveaxis_vjp, needs=((),))
+defvjp(np.transpose, _transpose_vjp, needs=((),), sparse=True)  # np.permute_dims is the same function object
+defvjp(np.swapaxes, _swapaxes_vjp, needs=((),), sparse=True)
+defvjp(np.moveaxis, _moveaxis_vjp, needs=((),), sparse=True)
 
 
 def _rollaxis(a, axis, start=0):
@@ -175,8 +175,8 @@ defcomposite(np.rollaxis, _rollaxis)
 
 # ---------------------------------------------------------------- broadcasting and copies
 # Broadcasting is undone by the backward driver, which sums the broadcast axes.
-defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g, needs=((),))
-defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g, needs=((),))
+defvjp(np.broadcast_to, lambda g, ans, x, shape, subok=False: g, needs=((),), sparse=True)
+defvjp(np.copy, lambda g, ans, x, *args, **kwargs: g, needs=((),), sparse=True)
 
 
 def _copy(a, *args, **kwargs):
@@ -254,8 +254,8 @@ def _stack_vjp(g, ans, arrays, axis=0, out=None, dtype=None, casting="same_kind"
     return [g[(Ellipsis, i) + trailing] for i in range(len(arrays))]
 
 
-defvjp(np.concatenate, _concatenate_vjp)  # np.concat is the same function object
-defvjp(np.stack, _stack_vjp)
+defvjp(np.concatenate, _concatenate_vjp, sparse=True)  # np.concat is the same function object
+defvjp(np.stack, _stack_vjp, sparse=True)
 
 
 def _joiner(promote, axis_of):
@@ -377,7 +377,7 @@ def _tile(A, reps):
 defcomposite(np.tile, _tile)
 defcomposite(np.repeat, lambda a, repeats, axis=None: gather(lambda t: np.repeat(t, repeats, axis), a))
 
-defvjp(np.flip, lambda g, ans, m, axis=None: np.flip(g, negative_axes(axis, np.ndim(m))))
+defvjp(np.flip, lambda g, ans, m, axis=None: np.flip(g, negative_axes(axis, np.ndim(m))), sparse=True)
 
 
 def _fliplr(m):
@@ -429,7 +429,7 @@ def _roll_vjp(g, ans, a, shift, axis=None):
     return np.roll(g, back, axis=_ordered_axes(axis, np.ndim(a)))
 
 
-defvjp(np.roll, _roll_vjp)
+defvjp(np.roll, _roll_vjp, sparse=True)
 
 
 # ---------------------------------------------------------------- padding

@@ -39,6 +39,7 @@ import numpy as np
 from ..dispatch import primitive, strip, strip_all
 from ..errors import GradientDroppedError, UnsupportedFunctionError
 from ..registry import CONSTANT, RESOLVERS, RULES, Rule, defcomposite, defconstant, defvjp
+from ..sparse_batch import SparseCotangent
 from ..tracer import Tracer
 from ..views import write as _write
 
@@ -79,12 +80,18 @@ def _segments(indices, n):
 
 
 def _add_reduceat_last(x, indices):
+    if type(x) is SparseCotangent:  # a sparse Jacobian's batch: segment sums of its columns
+        out = x.segment_sums(indices)
+        if out is not None:
+            return out
     return np.add.reduceat(x, indices, axis=-1)
 
 
 def _add_reduceat_transpose(g, indices, n):
     # Runs on the raw values of this tape level; a third derivative of add.reduceat
     # would reach the np.add.at below with a tracer and raise a clear error.
+    if type(g) is SparseCotangent:  # a sparse Jacobian's batch: columns sent back to the segments' members
+        return g.segments_spread(indices, n)
     seg, pos = _segments(indices, n)
     out = np.zeros((n,) + np.shape(g)[:-1], dtype=np.result_type(g))
     np.add.at(out, pos, np.moveaxis(g[..., seg], -1, 0))
@@ -97,8 +104,9 @@ defvjp(
     add_reduceat_last,
     lambda g, ans, x, indices: add_reduceat_transpose(g, indices, np.shape(x)[-1]),
     None,
+    sparse=True,
 )
-defvjp(add_reduceat_transpose, lambda g, ans, g0, indices, n: add_reduceat_last(g, indices), None, None)
+defvjp(add_reduceat_transpose, lambda g, ans, g0, indices, n: add_reduceat_last(g, indices), None, None, sparse=True)
 
 
 # ---------------------------------------------------------------- reductions along the last axis

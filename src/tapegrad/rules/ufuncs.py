@@ -53,7 +53,7 @@ def defufunc(ufunc, *vjps, note="", remember=False, needs=None, elementwise=Fals
     """
     # Element-wise derivatives scale the cotangent (or select from it): they keep the
     # sweep's banded batches banded, so they opt in (see Rule.banded).
-    defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True)
+    defvjp(ufunc, *vjps, note=note, pass_kwargs=False, remember=remember, needs=needs, banded=True, sparse=True)
     # They also take a constant operand as a 0-d array (see Rule.scalar_operands).
     RULES[ufunc].scalar_operands = True
     RULES[ufunc].elementwise = elementwise

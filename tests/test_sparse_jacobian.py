@@ -1,0 +1,308 @@
+"""Sparse Jacobians and Hessians (``sparse=True``): every value the dense result's, the structure complete.
+
+Each program is differentiated twice, with ``sparse=True`` and densely, and
+the two must agree entry by entry (``np.array_equal``, NaN included).  The
+programs that keep the batch sparse are also run with the dense fallback
+forbidden (``no_densify``), so the fast paths are what is being compared.
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.sparse_batch as sb
+
+sp = pytest.importorskip("scipy.sparse")
+
+RNG = np.random.default_rng(24)
+
+
+@pytest.fixture
+def no_densify(monkeypatch):
+    """Building a sparse batch's dense array fails: the sweep must stay sparse."""
+
+    def refuse(self):
+        raise AssertionError(f"densified {self!r}")
+
+    monkeypatch.setattr(sb.SparseCotangent, "to_array", refuse)
+
+
+def dense_jacobian(f, x, hessian=False, **kwargs):
+    out = (tg.hessian if hessian else tg.jacobian)(f, **kwargs)(x)
+    return out
+
+
+def check(f, x, hessian=False, **kwargs):
+    """The sparse result equals the dense one exactly and holds every nonzero; returns it."""
+    x_before = np.array(x, copy=True)
+    J = (tg.hessian if hessian else tg.jacobian)(f, sparse=True, **kwargs)(x)
+    np.testing.assert_array_equal(x, x_before)  # the input is not written to
+    D = np.asarray(dense_jacobian(f, x, hessian))
+    assert isinstance(J, sp.csr_array)
+    assert J.shape == (D.size // np.size(x), np.size(x))
+    D = D.reshape(J.shape)
+    A = J.toarray()
+    assert A.dtype == D.dtype
+    assert np.array_equal(A, D, equal_nan=True), np.argwhere(~((A == D) | (np.isnan(A) & np.isnan(D))))[:5]
+    stored = np.zeros(J.shape, dtype=bool)
+    stored[np.repeat(np.arange(J.shape[0]), np.diff(J.indptr)), J.indices] = True
+    assert not ((D != 0) & ~stored).any()  # no missing nonzero (NaN != 0 counts as one)
+    return J
+
+
+def bratu(u, lam=6.0):
+    U = np.pad(u, 1)
+    lap = U[2:, 1:-1] + U[:-2, 1:-1] + U[1:-1, 2:] + U[1:-1, :-2] - 4 * U[1:-1, 1:-1]
+    return lap * 900.0 + lam * np.exp(u)
+
+
+def gl_energy(u):
+    dx = u[1:, :] - u[:-1, :]
+    dy = u[:, 1:] - u[:, :-1]
+    return 0.5 * np.sum(dx * dx) + 0.5 * np.sum(dy * dy) + 0.075 * np.sum((1 - u * u) ** 2)
+
+
+EDGES_I = np.array([0, 1, 2, 3, 4, 5, 6, 0, 2, 2, 7, 3])
+EDGES_J = np.array([1, 2, 3, 4, 5, 6, 7, 7, 5, 5, 1, 0])
+
+
+def graph_forces(x):
+    d = x[EDGES_I] - x[EDGES_J]
+    f = d + d**3
+    out = np.zeros_like(x)
+    np.add.at(out, EDGES_I, f)
+    np.add.at(out, EDGES_J, -f)
+    return out + 0.1 * np.sin(x)
+
+
+def reaction_diffusion(y, a=1.0, b=3.0, c=4.0):
+    m = y.size // 2
+    u, v = y[:m], y[m:]
+    lap_u = np.roll(u, 1) - 2 * u + np.roll(u, -1)
+    lap_v = np.roll(v, 1) - 2 * v + np.roll(v, -1)
+    uuv = u * u * v
+    return np.concatenate([a + uuv - (b + 1) * u + c * lap_u, b * u - uuv + c * lap_v])
+
+
+# ------------------------------------------------------------------ programs that stay sparse
+SPARSE_PROGRAMS = {
+    "bratu": (bratu, lambda: 0.1 * RNG.random((30, 30))),
+    "elementwise": (lambda x: np.sin(x) * x + np.exp(x) / (1 + x * x) - np.sqrt(x) ** 3, lambda: RNG.random(9) + 0.1),
+    "pad_edge": (lambda u: np.diff(np.pad(u, 2, mode="edge"), axis=0)[1:-2, 2:-2] * u, lambda: RNG.random((5, 4))),
+    "pad_reflect": (lambda u: np.pad(u, (1, 3), mode="reflect") ** 2, lambda: RNG.random(6)),
+    "pad_wrap": (lambda u: np.pad(u, ((1, 0), (2, 2)), mode="wrap") * 2.0, lambda: RNG.random((3, 4))),
+    "pad_symmetric": (lambda u: np.pad(u, 2, mode="symmetric")[1:] - 1.0, lambda: RNG.random(5)),
+    "pad_constant": (lambda u: np.pad(u, ((0, 2), (1, 1)), constant_values=3.0) * np.cos(np.pad(u, ((2, 0), (1, 1)))), lambda: RNG.random((4, 3))),
+    "strided_slices": (lambda x: x[::2] * x[1::2] + x[::-1][:4] * x[2:6], lambda: RNG.random(8)),
+    "fancy_repeats": (lambda x: x[np.array([3, 0, 3, 1, 1, 4])] ** 2 + x[[0, 1, 2, 3, 4, 0]], lambda: RNG.random(5)),
+    "boolean_mask": (lambda x: np.exp(x[x > 0.5]), lambda: RNG.random(10)),
+    "add_at": (graph_forces, lambda: RNG.standard_normal(8)),
+    "roll": (lambda x: np.roll(x, 2, axis=1) * x + np.roll(x, -1, axis=0) ** 2, lambda: RNG.random((3, 4))),
+    "roll_flat": (lambda x: np.roll(x, 3) * x, lambda: RNG.random((3, 4))),
+    "reshape_transpose": (lambda x: x.reshape(3, 4).T.reshape(2, 6) * np.arange(12.0).reshape(2, 6), lambda: RNG.random(12)),
+    "swap_move": (lambda x: np.swapaxes(x, 0, 2) * np.moveaxis(x, 0, -1).transpose(1, 0, 2), lambda: RNG.random((2, 3, 4))),
+    "flip": (lambda x: np.flip(x, axis=1) * x + np.flipud(x), lambda: RNG.random((3, 4))),
+    "sum_short_axis": (lambda x: np.sum(x * x, axis=1) + x[:, 0] * np.sum(x, axis=1), lambda: RNG.standard_normal((5, 6)) * 1e3),
+    "sum_keepdims_broadcast": (lambda x: x / np.sum(x * x, axis=0, keepdims=True), lambda: RNG.random((4, 3))),
+    "concatenate_stack": (lambda x: np.concatenate([x[1:] * 2, np.sin(x[:2]), np.stack([x[0], x[-1]])]), lambda: RNG.random(6)),
+    "where_maximum": (lambda x: np.where(x > 0.5, x**2, 0.0) + np.maximum(x, 0.5) + np.minimum(x, x[::-1]), lambda: np.array([0.1, 0.5, 0.7, 0.9, 0.5, 0.2])),
+    "reaction_diffusion": (reaction_diffusion, lambda: RNG.random(12)),
+    "output_2d": (lambda x: np.outer(x, np.ones(3)) * x[:, None], lambda: RNG.random(4)),
+    "float32": (lambda x: np.exp(x) * x[::-1] + np.float32(2) * x, lambda: RNG.random(6).astype(np.float32)),
+    "division": (lambda x: 1.0 / x + x / (x[::-1] + 2.0), lambda: RNG.random(7) + 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPARSE_PROGRAMS))
+def test_sparse_jacobian_equals_dense(name):
+    f, make_x = SPARSE_PROGRAMS[name]
+    check(f, make_x())
+
+
+@pytest.mark.parametrize("name", sorted(set(SPARSE_PROGRAMS) - {"output_2d"}))
+def test_structured_programs_never_densify(name, no_densify):
+    f, make_x = SPARSE_PROGRAMS[name]
+    x = make_x()
+    J = tg.jacobian(f, sparse=True)(x)
+    assert J.nnz <= J.shape[0] * J.shape[1]
+
+
+def test_bratu_structure_is_the_five_point_stencil(no_densify):
+    J = tg.jacobian(bratu, sparse=True)(0.1 * RNG.random((30, 30)))
+    assert J.shape == (900, 900)
+    # 5 per interior row, 4 on edges, 3 at corners.
+    assert J.nnz == 900 * 5 - 4 * 30
+    row = np.diff(J.indptr)
+    assert row.max() == 5 and row.min() == 3
+
+
+def test_columns_match_stacked_vjps():
+    """The plainest computation: one VJP per output row."""
+    x = 0.1 * RNG.random((6, 5))
+    J = tg.jacobian(bratu, sparse=True)(x).toarray()
+    y, pullback = tg.vjp(bratu, x)
+    for r in range(y.size):
+        e = np.zeros(y.size)
+        e[r] = 1.0
+        (row,) = pullback(e.reshape(y.shape))
+        np.testing.assert_array_equal(J[r], row.ravel())
+
+
+# ------------------------------------------------------------------ sums whose order matters
+def test_long_sums_follow_numpys_pairwise_order():
+    """Rows of 40 terms with cancellation: NumPy sums them pairwise, and so must the result."""
+    x = RNG.standard_normal((3, 40)) * 10.0 ** RNG.integers(-8, 8, (3, 40))
+
+    def f(x):
+        s = np.sum(x * np.exp(x * 1e-9), axis=1, keepdims=True)  # each row of the batch sums 40 slots
+        return (x * s).ravel()
+
+    check(f, x)
+
+
+def test_scatter_add_of_many_terms_in_index_order():
+    idx = np.array([0] * 12 + [1] * 3 + [2])
+    vals = RNG.standard_normal(16) * 10.0 ** RNG.integers(-8, 8, 16)
+
+    def f(x):
+        out = np.zeros(3)
+        out = out + 0 * x[:3]
+        np.add.at(out, idx, x * vals)
+        return out
+
+    check(f, RNG.standard_normal(16))
+
+
+# ------------------------------------------------------------------ NaN and inf
+def test_nan_and_inf_entries_equal_dense():
+    x = np.array([0.0, 1.0, 4.0, 0.0, 2.0])
+
+    def f(x):
+        return np.sqrt(x) * x[::-1] + np.log(x) * 2.0 + x[[1, 1, 2, 3, 4]]
+
+    with np.errstate(all="ignore"):
+        J = check(f, x)
+    assert np.isnan(J.toarray()).any() or np.isinf(J.toarray()).any()
+
+
+def test_zero_times_inf_inside_where():
+    x = np.array([0.0, 0.3, 2.0, 0.0])
+
+    def f(x):
+        return np.where(x > 0.1, np.sqrt(x), 0.0) + x * x[::-1]
+
+    with np.errstate(all="ignore"):
+        check(f, x)
+
+
+# ------------------------------------------------------------------ dense fallback
+A = RNG.standard_normal((40, 40))
+
+
+def test_dense_matmul_densifies_correctly():
+    check(lambda x: A @ np.tanh(x), np.linspace(-1, 1, 40))
+
+
+def test_densify_in_row_chunks(monkeypatch):
+    """A bound on the dense batch smaller than the whole: the rows are swept in chunks, same numbers."""
+    monkeypatch.setattr(sb, "MAX_DENSE_BYTES", 40 * 8 * 7)  # at most 7 dense rows of 40 entries
+    calls = []
+    import tapegrad.sparsity as sparsity
+
+    real = sparsity.backward
+
+    def counting(*args, **kwargs):
+        calls.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sparsity, "backward", counting)
+    check(lambda x: np.sin(A @ np.tanh(x)) + x, np.linspace(-1, 1, 40))
+    assert len(calls) > 2 and max(b[0] for b in calls[1:]) <= 7
+
+
+def test_chunk_size_gives_the_same_result():
+    x = 0.1 * RNG.random((8, 8))
+    whole = tg.jacobian(bratu, sparse=True)(x)
+    chunked = tg.jacobian(bratu, sparse=True, chunk_size=7)(x)
+    assert np.array_equal(whole.toarray(), chunked.toarray())
+
+
+# ------------------------------------------------------------------ Hessians
+HESSIAN_PROGRAMS = {
+    "ginzburg_landau": (gl_energy, lambda: RNG.standard_normal((6, 7))),
+    "graph_energy": (lambda x: np.sum((x[EDGES_I] - x[EDGES_J]) ** 4) + np.sum(np.cos(x)), lambda: RNG.standard_normal(8)),
+    "chain": (lambda x: np.sum((x[1:] - x[:-1] ** 2) ** 2) + np.sum(np.exp(x) * x), lambda: RNG.random(9)),
+    "rolled_products": (lambda x: np.sum(x * np.roll(x, 1) * np.roll(x, -2)), lambda: RNG.random(7)),
+    "pad_stencil_energy": (lambda u: np.sum(bratu(u) ** 2), lambda: 0.1 * RNG.random((5, 5))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HESSIAN_PROGRAMS))
+def test_sparse_hessian_equals_dense(name):
+    f, make_x = HESSIAN_PROGRAMS[name]
+    H = check(f, make_x(), hessian=True)
+    assert H.shape[0] == H.shape[1]
+
+
+def test_ginzburg_landau_hessian_stays_sparse(no_densify):
+    H = tg.hessian(gl_energy, sparse=True)(RNG.standard_normal((10, 10)))
+    assert H.nnz == 100 * 5 - 4 * 10
+
+
+def test_hessian_matches_finite_differences_of_the_gradient():
+    u = RNG.standard_normal((4, 5))
+    H = tg.hessian(gl_energy, sparse=True)(u).toarray()
+    g = tg.grad(gl_energy)
+    eps = 1e-6
+    for j in range(u.size):
+        e = np.zeros(u.size)
+        e[j] = eps
+        col = (g(u + e.reshape(u.shape)) - g(u - e.reshape(u.shape))).ravel() / (2 * eps)
+        np.testing.assert_allclose(H[:, j], col, rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------------ API
+def test_argnums_has_aux_and_tape():
+    def f(x, y):
+        return np.sin(x) * y[:3] + x[::-1], np.sum(x)
+
+    x, y = RNG.random(3), RNG.random(4)
+    (jx, jy), aux = tg.jacobian(f, argnums=(0, 1), has_aux=True, sparse=True)(x, y)
+    dx, dy = tg.jacobian(lambda x, y: f(x, y)[0], argnums=(0, 1))(x, y)
+    assert np.array_equal(jx.toarray(), dx) and np.array_equal(jy.toarray(), dy)
+    assert aux == pytest.approx(np.sum(x))
+    with tg.GradientTape() as tape:
+        xt = tape.watch(x)
+        out = np.exp(xt) * xt[::-1]
+    J = tape.jacobian(out, xt, sparse=True)
+    assert np.array_equal(J.toarray(), tg.jacobian(lambda x: np.exp(x) * x[::-1])(x))
+
+
+def test_jacobian_sparsity():
+    from tapegrad.sparsity import jacobian_sparsity
+
+    P = jacobian_sparsity(bratu)(0.1 * RNG.random((5, 5)))
+    assert P.dtype == bool and P.nnz == 25 * 5 - 4 * 5
+
+
+def test_scalar_output_and_unconnected_input():
+    J = tg.jacobian(lambda x, y: np.sum(x * x), argnums=(0, 1), sparse=True)(np.arange(3.0), np.ones(2))
+    assert J[0].shape == (1, 3) and np.array_equal(J[0].toarray(), [[0.0, 2.0, 4.0]])
+    assert J[1].shape == (1, 2) and J[1].nnz == 0
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="one array"):
+        tg.jacobian(lambda x: (x, x), sparse=True)(np.ones(2))
+    with pytest.raises(ValueError, match="reverse"):
+        tg.jacobian(np.sin, sparse=True, mode="forward")
+    with pytest.raises(TypeError, match="argument number"):
+        tg.hessian(np.sum, argnums=(0,), sparse=True)
+
+
+def test_import_tapegrad_does_not_import_scipy():
+    code = "import sys, tapegrad; assert not any(m == 'scipy' or m.startswith('scipy.') for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
