@@ -30,7 +30,8 @@ Convolutions
 one primitive, the *full* convolution computed by SciPy with the method asked
 for; its VJPs are full convolutions of the cotangent with the reversed other
 operand, cropped to the operand's shape (holomorphic: no conjugate).  ``fftconvolve``
-and ``oaconvolve`` already run on tracers through tapegrad's ``scipy.fft`` rules.
+and ``oaconvolve`` (with ``axes``, broadcasting the other axes) have a primitive
+of their own, computed by SciPy with that function.
 
 Spectra
 -------
@@ -57,6 +58,8 @@ from ..tracer import Tracer
 
 _sp_lfilter = _sig.lfilter
 _sp_convolve = _sig.convolve
+_sp_fftconvolve = _sig.fftconvolve
+_sp_oaconvolve = _sig.oaconvolve
 _sp_lfilter_zi = _sig.lfilter_zi
 _sp_sosfilt_zi = _sig.sosfilt_zi
 
@@ -460,6 +463,71 @@ def _correlate(in1, in2, mode="full", method="auto"):
 
 defcomposite(intercepted(_sig.convolve), _convolve, note="every mode and method")
 defcomposite(intercepted(_sig.correlate), _correlate, note="every mode and method (complex in2 conjugated)")
+
+
+def _freq_full_raw(a, b, axes, kind):
+    return (_sp_oaconvolve if kind == "oa" else _sp_fftconvolve)(a, b, "full", axes)
+
+
+freq_full_p = primitive(_freq_full_raw)
+
+
+def _freq_vjp(other: int):
+    def vjp(g, ans, a, b, axes, kind):
+        this, that = (a, b) if other == 1 else (b, a)
+        nb = np.ndim(g) - np.ndim(this)
+        flipped = np.flip(that, axis=axes) if axes else that
+        full = freq_full_p(g, np.reshape(flipped, (1,) * nb + np.shape(that)), tuple(nb + ax for ax in axes), kind)
+        crop = [slice(None)] * np.ndim(this)
+        for ax in axes:
+            m = np.shape(that)[ax]
+            crop[ax] = slice(m - 1, m - 1 + np.shape(this)[ax])
+        return full[(Ellipsis,) + tuple(crop)]
+
+    return vjp
+
+
+defvjp(freq_full_p, _freq_vjp(1), _freq_vjp(0), CONSTANT_ARG, CONSTANT_ARG, note="full convolutions with the reversed other operand")
+
+
+def _freq_convolve(kind: str):
+    name = "oaconvolve" if kind == "oa" else "fftconvolve"
+
+    def impl(in1, in2, mode="full", axes=None):
+        a, b = _as_array(in1), _as_array(in2)
+        _constant(name, "mode", mode)
+        _constant(name, "axes", axes)
+        if np.ndim(a) == 0 and np.ndim(b) == 0:
+            return a * b
+        if np.ndim(a) != np.ndim(b):
+            raise ValueError("in1 and in2 should have the same dimensionality")
+        if np.size(strip(a)) == 0 or np.size(strip(b)) == 0:
+            return np.asarray([])
+        if mode not in ("full", "same", "valid"):
+            raise ValueError("acceptable mode flags are 'valid', 'same', or 'full'")
+        # SciPy's own checks and axis normalisation (it swaps the operands for 'valid' when needed).
+        r1, r2, norm_axes = _st._init_freq_conv_axes(strip(a), strip(b), mode, axes, sorted_axes=False)
+        if r1 is not strip(a):
+            a, b = b, a
+        full = freq_full_p(a, b, tuple(int(ax) for ax in norm_axes), kind)
+        s1, s2 = np.shape(a), np.shape(b)
+        if mode == "full":
+            return full
+        if mode == "same":
+            shape = s1
+        else:
+            shape = [np.shape(full)[i] if i not in norm_axes else s1[i] - s2[i] + 1 for i in range(np.ndim(full))]
+        start = [(f - n) // 2 for f, n in zip(np.shape(full), shape)]
+        return full[tuple(slice(st, st + n) for st, n in zip(start, shape))]
+
+    impl.__name__ = name
+    return impl
+
+
+# oaconvolve's own code adds overlapping blocks through views of np.split results,
+# which a trace cannot replay: both get rules here.
+defcomposite(intercepted(_sig.fftconvolve), _freq_convolve("fft"), note="every mode, axes")
+defcomposite(intercepted(_sig.oaconvolve), _freq_convolve("oa"), note="every mode, axes")
 
 
 # ------------------------------------------------------------------ spectra
