@@ -114,6 +114,10 @@ class Callbacks:
             return out
 
         plain.__name__ = getattr(fun, "__name__", "callback")
+        # Options SciPy reads off the callable itself (solve_ivp's event.terminal, .direction).
+        for attribute in ("terminal", "direction"):
+            if hasattr(fun, attribute):
+                setattr(plain, attribute, getattr(fun, attribute))
         plain.__wrapped_callback__ = fun  # type: ignore[attr-defined]
         return plain
 

@@ -1,0 +1,536 @@
+"""Derivatives through ``scipy.integrate``: ``solve_ivp``, ``odeint``, ``quad`` (and ``dblquad``).
+
+SciPy integrates on plain values; tapegrad then attaches the derivative of the
+solution SciPy approximates (to its tolerance), with the user's callback
+differentiated by tapegrad, never by differentiating the solver's steps.
+
+ODEs: the sensitivity equations by collocation on SciPy's own steps
+--------------------------------------------------------------------
+The solution ``y(t; theta)`` of ``y' = f(t, y, theta)``, ``y(t0) = y0`` solves the
+collocation equations of the Radau IIA method on any grid:
+
+    Z_ij = Y_i + h_i sum_l a_jl f(t_i + c_l h_i, Z_il),     Y_{i+1} = Z_iq,
+
+and on the grid of SciPy's own accepted steps (plus the output times) those
+equations are as accurate as SciPy's solution (Radau IIA with ``q`` stages has
+order ``2q - 1``: 7, and 9 for DOP853's grid).  SciPy's dense output gives the
+values ``Z0``; the chord step of :mod:`tapegrad.solvers._core` with the exact
+linearization (``I - h (A x f_y)`` per step, block lower-triangular, so one
+forward substitution: the *forward-sensitivity* system, integrated with the
+same L-stable collocation for stiff and non-stiff problems) then carries
+derivatives with respect to ``y0``, traced ``args`` and parameters the
+right-hand side closes over, at every order (one chord step per tape level).
+Reverse mode is the recorded transpose of that substitution: the discrete
+adjoint, swept once whatever the number of parameters, so no choice between
+forward and adjoint is needed (``tapegrad.jacfwd`` gives the forward flavour).
+Output times (``t_eval``, ``t_span``, odeint's ``t``) are differentiated by a
+Runge-Kutta step of length ``t - stop_gradient(t)``: ``dy/dt = f``, and higher
+derivatives to fourth order.  Terminal and non-terminal events: the event time
+solves ``g(t, y(t)) = 0`` and gets its derivative from the same chord step.
+
+Quadrature
+----------
+``quad`` keeps SciPy's value; its derivative is that of a Gauss-Legendre rule
+(20 nodes) on the subintervals QUADPACK chose, with the integrand evaluated on
+tracers: parameters inside it, and traced limits through the nodes'
+positions (Leibniz's rule), including infinite ranges through QUADPACK's own
+map ``x = a + (1 - t) / t``.  The rule's value is checked against SciPy's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+import scipy.integrate as _int
+
+from ..api import stop_gradient
+from ..errors import NonDifferentiableArgumentError
+from ..registry import defcomposite, intercepted
+from ..tracer import strip
+from ._core import Call, levels_of, plain_jacobian, refuse, strip_tree, tie
+
+__all__: list = []
+
+
+# ---------------------------------------------------------------------- collocation
+def radau_iia(q: int) -> tuple:
+    """Nodes ``c`` and matrix ``A`` of the ``q``-stage Radau IIA collocation method."""
+    coef = np.zeros(q + 1)
+    coef[q], coef[q - 1] = 1.0, -1.0  # P_q - P_{q-1}: zeros are the right Radau nodes
+    c = np.sort((np.polynomial.legendre.legroots(coef) + 1.0) / 2.0)
+    c[-1] = 1.0
+    powers = np.arange(q)
+    inv_v = np.linalg.inv(c[:, None] ** powers[None, :])  # Lagrange basis coefficients
+    a = (c[:, None] ** (powers + 1) / (powers + 1)) @ inv_v
+    return c, a, inv_v
+
+
+def _integrated_basis(theta: Any, inv_v: np.ndarray) -> Any:
+    """``b_l(theta) = int_0^theta L_l``, a traced polynomial when ``theta`` is traced."""
+    q = inv_v.shape[0]
+    return np.stack([theta ** (p + 1) / (p + 1) for p in range(q)]) @ inv_v
+
+
+def _rk4(rhs: Callable[[Any, Any], Any], t: Any, y: Any, h: Any) -> Any:
+    """One classical Runge-Kutta step: Taylor-exact to order 4 in ``h``."""
+    k1 = rhs(t, y)
+    k2 = rhs(t + h / 2, y + (h / 2) * k1)
+    k3 = rhs(t + h / 2, y + (h / 2) * k2)
+    k4 = rhs(t + h, y + h * k3)
+    return y + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+class Collocation:
+    """The traced ODE solution on a grid: SciPy's values, the solution's derivatives.
+
+    Parameters
+    ----------
+    name : str
+        The SciPy function, for error messages.
+    rhs : callable
+        ``rhs(t, y)``: the right-hand side as a 1-D array (traced where it closes
+        over traced values).
+    y0 : array
+        The initial state at ``grid[0]`` (traced or plain).
+    grid : array
+        Increasing or decreasing times: SciPy's steps merged with the output times.
+    dense : callable
+        SciPy's plain dense solution ``dense(t) -> (n, k)``.
+    q : int
+        Radau IIA stages.
+    """
+
+    def __init__(self, name: str, rhs: Callable, y0: Any, grid: np.ndarray, dense: Callable, q: int) -> None:
+        self.name, self.rhs, self.y0, self.grid = name, rhs, y0, grid
+        self.c, self.a, self.inv_v = radau_iia(q)
+        self.h = np.diff(grid)
+        nodes = grid[:-1, None] + self.c[None, :] * self.h[:, None]  # (N, q)
+        nodes[:, -1] = grid[1:]  # the last node is the step's end, exactly
+        self.nodes = nodes
+        n = np.size(strip_tree(y0))
+        self.n = n
+        values = np.asarray(dense(nodes.reshape(-1)), dtype=float).reshape(n, -1).T
+        self.z0 = values.reshape(len(self.h), q, n)
+        self.kinv = [self._step_inverse(i) for i in range(len(self.h))]
+
+    def _step_inverse(self, i: int) -> np.ndarray:
+        q, n = self.c.size, self.n
+        jac = np.stack([
+            plain_jacobian(lambda y, _t=t: self.rhs(_t, y), z) for t, z in zip(self.nodes[i], self.z0[i])
+        ])  # (q, n, n)
+        blocks = self.a[:, :, None, None] * jac[None, :, :, :]  # (j, l, r, c)
+        k = np.eye(q * n) - self.h[i] * blocks.transpose(0, 2, 1, 3).reshape(q * n, q * n)
+        if not np.all(np.isfinite(k)) or np.linalg.cond(k) > 1e14:
+            raise NonDifferentiableArgumentError(
+                f"{self.name}: the Jacobian of the right-hand side is not finite (or the step's "
+                f"linearization is singular) near t = {self.grid[i]:.6g}, so the sensitivities of the "
+                "solution are undefined there."
+            )
+        return np.linalg.inv(k)
+
+    def _residuals(self, z: List[Any]) -> List[Any]:
+        """``G_i(Z) = Z_i - Y_i - h_i A F(Z_i)`` for each step."""
+        out = []
+        y = self.y0
+        for i, zi in enumerate(z):
+            f = np.stack([self.rhs(self.nodes[i, l], zi[l]) for l in range(self.c.size)])
+            out.append(zi - y - self.h[i] * (self.a @ f))
+            y = zi[-1]
+        return out
+
+    def solve(self, steps: int) -> None:
+        """``steps`` chord steps: the traced stage values ``self.z`` (one ``(q, n)`` per step)."""
+        z: List[Any] = list(self.z0)
+        for _ in range(max(1, steps)):
+            g = self._residuals(z)
+            dy: Any = 0.0
+            new = []
+            for i, gi in enumerate(g):
+                r = (gi - stop_gradient(gi)) + dy  # L0 is block lower-bidiagonal: -1 (x) last stage
+                d = np.reshape(self.kinv[i] @ np.reshape(r, (-1,)), (self.c.size, self.n))
+                new.append(z[i] - d)
+                dy = d[-1]
+            z = new
+        self.z = z
+
+    def at_grid(self, index: int) -> Any:
+        """The traced state at ``grid[index]``."""
+        return self.y0 if index == 0 else self.z[index - 1][-1]
+
+    def dense(self, t: Any) -> Any:
+        """The traced collocation polynomial at times ``t`` (1-D), columns like SciPy's ``sol(t)``."""
+        if not hasattr(self, "_f"):
+            self._f = [np.stack([self.rhs(self.nodes[i, l], zi[l]) for l in range(self.c.size)])
+                       for i, zi in enumerate(self.z)]
+        tp = np.atleast_1d(np.asarray(strip_tree(t), dtype=float))
+        sign = 1.0 if self.grid[-1] >= self.grid[0] else -1.0
+        steps = np.clip(np.searchsorted(sign * self.grid, sign * tp, side="right") - 1, 0, len(self.h) - 1)
+        t_traced = t if levels_of(t) else tp
+        cols = []
+        for k, i in enumerate(steps):
+            tk = t_traced[k] if np.ndim(t_traced) else t_traced
+            theta = (tk - self.grid[i]) / self.h[i]
+            cols.append(self.at_grid(i) + self.h[i] * (_integrated_basis(theta, self.inv_v) @ self._f[i]))
+        return np.stack(cols, axis=-1)
+
+
+def _defect(rhs: Callable, dense: Callable, grid: np.ndarray, q: int, rtol: float, atol: float) -> float:
+    """How far SciPy's solution is from solving the collocation equations on ``grid``, in tolerances."""
+    c, a, _ = radau_iia(q)
+    h = np.diff(grid)
+    nodes = grid[:-1, None] + c[None, :] * h[:, None]
+    nodes[:, -1] = grid[1:]
+    values = np.asarray(dense(np.concatenate([grid[:1], nodes.reshape(-1)])), dtype=float)
+    y_start = np.concatenate([values[:, :1], values[:, q::q][:, :-1]], axis=1)  # state at each step's start
+    z = values[:, 1:].reshape(-1, h.size, q)  # (n, N, q)
+    f = np.stack([np.asarray(strip(rhs(t, zt)), dtype=float) for t, zt in zip(nodes.reshape(-1),
+                                                                             values[:, 1:].T)], axis=1)
+    f = f.reshape(-1, h.size, q)
+    g = z - y_start[:, :, None] - h[None, :, None] * np.einsum("jl,nil->nij", a, f)
+    return float(np.max(np.abs(g) / (atol + rtol * np.abs(z))))
+
+
+def _choose_grid(rhs: Callable, dense: Callable, steps: np.ndarray, outputs: np.ndarray, q: int,
+                 rtol: float, atol: float) -> np.ndarray:
+    """SciPy's steps, thinned while the collocation equations stay as well satisfied.
+
+    Radau IIA's order (7 or 9) is above every SciPy method's, so a low-order method's
+    grid is finer than the sensitivities need; each thinning halves the work.
+    """
+    grid = _merge_grid(steps, outputs)
+    if grid.size < 3:
+        return grid
+    base = max(_defect(rhs, dense, grid, q, rtol, atol), 1.0)
+    stride = 2
+    while stride < steps.size:
+        coarse = _merge_grid(np.concatenate([steps[::stride], steps[-1:]]), outputs)
+        if coarse.size == grid.size or _defect(rhs, dense, coarse, q, rtol, atol) > 10.0 * base:
+            break
+        grid = coarse
+        stride *= 2
+    return grid
+
+
+def _merge_grid(steps: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    sign = 1.0 if steps[-1] >= steps[0] else -1.0
+    merged = sign * np.unique(sign * np.concatenate([steps, extra]))
+    lo, hi = sorted((steps[0], steps[-1]))
+    return merged[(merged >= lo) & (merged <= hi)]
+
+
+def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True) -> Callable:
+    def rhs(t: Any, y: Any) -> Any:
+        out = fun(t, y, *args) if tfirst else fun(y, t, *args)
+        if isinstance(out, (list, tuple)):
+            out = np.stack([np.asarray(o, dtype=float) if not levels_of(o) else o for o in out])
+        return np.reshape(out, (-1,))
+
+    return rhs
+
+
+class TracedOdeSolution:
+    """SciPy's ``OdeSolution`` whose values carry the solution's derivatives.
+
+    ``sol(t)`` returns SciPy's interpolated value exactly, with the derivatives of
+    the collocation polynomial on the same steps (``t`` may be traced).
+    """
+
+    def __init__(self, plain: Any, colloc: Collocation) -> None:
+        self.plain = plain
+        self.colloc = colloc
+        self.ts, self.t_min, self.t_max = plain.ts, plain.t_min, plain.t_max
+
+    def __call__(self, t: Any) -> Any:
+        value = self.plain(strip_tree(t))
+        traced = self.colloc.dense(np.atleast_1d(t) if levels_of(t) else t)
+        if np.ndim(strip_tree(t)) == 0:
+            traced = traced[..., 0]
+        return tie(value, traced)
+
+
+def _time_flow(rhs: Callable, t_plain: float, y: Any, t: Any, name: str, steps: int) -> Any:
+    """The state at traced time ``t`` from the traced state ``y`` at ``t_plain``."""
+    if not levels_of(t):
+        return y
+    if steps > 4:
+        raise refuse(
+            name, "the time points", "are traced to more than fourth order",
+            "Differentiate at most four times with respect to time points.",
+        )
+    return _rk4(rhs, t_plain, y, t - stop_gradient(t))
+
+
+def _ode_outputs(name: str, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_grid: np.ndarray,
+                 t_out: Any, steps: int, method: str, rtol: float, atol: float) -> tuple:
+    """Traced states at the output times ``t_out`` (traced or plain), and the collocation."""
+    t0p = float(strip(t0))
+    y0v = y0
+    if levels_of(t0):
+        # y(t0p) is the flow from (t0, y0) back to t0p.
+        y0v = _rk4(rhs, t0, y0, stop_gradient(t0) - t0) if steps <= 4 else None
+        if y0v is None:
+            raise refuse(name, "the initial time", "is traced to more than fourth order",
+                         "Differentiate at most four times with respect to time points.")
+    t_plain = np.asarray(strip_tree(t_out), dtype=float).reshape(-1)
+    q = 5 if method == "DOP853" else 4
+    grid = _choose_grid(rhs, dense, np.asarray(steps_grid, dtype=float), t_plain, q, rtol, atol)
+    if grid.size < 2:
+        return [y0v for _ in t_plain], None
+    colloc = Collocation(name, rhs, y0v, grid, dense, q)
+    colloc.solve(steps)
+    sign = 1.0 if grid[-1] >= grid[0] else -1.0
+    where = np.searchsorted(sign * grid, sign * t_plain)
+    states = []
+    for k, idx in enumerate(where):
+        tk = t_out[k] if levels_of(t_out) else t_plain[k]
+        states.append(_time_flow(rhs, t_plain[k], colloc.at_grid(int(idx)), tk, name, steps))
+    return states, colloc
+
+
+def _as_traced_vector(values: Any) -> Any:
+    if levels_of(values) and isinstance(values, (list, tuple)):
+        return np.stack([v if levels_of(v) else np.asarray(v, dtype=float) for v in values])
+    return values
+
+
+def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.solve_ivp, args, kwargs, ("fun", "events", "options"))
+    dense_wanted = bool(call.get("dense_output"))
+    out = call.run(dense_output=True) if call.explicit_levels else call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    if out.status == -1:
+        return out  # SciPy failed: its message says why; there is no solution to differentiate
+    plain = out if out.sol is not None else call.run(dense_output=True)
+    fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
+    y0 = _as_traced_vector(call.get("y0"))
+    if np.iscomplexobj(strip_tree(y0)):
+        raise refuse(name, "`y0`", "is complex", "Split the state into real and imaginary parts.")
+    y0 = np.reshape(y0, (-1,)) if levels_of(y0) else np.asarray(strip_tree(y0), dtype=float).reshape(-1)
+    t_span = call.get("t_span")
+    t0, t1 = t_span[0], t_span[1]
+    t_eval = call.get("t_eval")
+    rhs = _vector_rhs(fun, fargs)
+    steps = call.steps()
+    method = call.get("method") if isinstance(call.get("method"), str) else "custom"
+    events = call.get("events")
+    event_list = [] if events is None else (list(events) if isinstance(events, (list, tuple)) else [events])
+
+    # Output times: t_eval (as given), else SciPy's steps with t_span's ends traced.
+    if t_eval is not None:
+        t_out: Any = _as_traced_vector(t_eval) if levels_of(t_eval) else np.asarray(out.t)
+        if out.status == 1 and levels_of(t_eval):
+            t_out = t_out[: out.t.size]
+    else:
+        t_out = np.asarray(out.t)
+        if levels_of(t0) or (levels_of(t1) and out.status == 0):
+            pieces = [np.asarray(out.t[1:-1])]
+            first = t0 if levels_of(t0) else np.asarray(out.t[0])
+            last = t1 if (levels_of(t1) and out.status == 0) else np.asarray(out.t[-1])
+            t_out = np.concatenate([np.reshape(first, (1,)), pieces[0], np.reshape(last, (1,))]) \
+                if out.t.size > 1 else np.reshape(first, (1,))
+    options = call.get("options") or {}
+    rtol, atol = float(options.get("rtol", 1e-3)), np.min(options.get("atol", 1e-6))
+    states, colloc = _ode_outputs(name, rhs, t0, y0, plain.sol, plain.sol.ts, t_out, steps, method, rtol, atol)
+    if out.status == 1 and event_list:
+        # A terminal event ended the run: the last time is the event's, traced below.
+        states[-1], t_end = _event_end(call, rhs, event_list, fargs, out, colloc, steps)
+        if t_eval is None:
+            t_out = np.concatenate([np.reshape(t_out, (-1,))[:-1], np.reshape(t_end, (1,))])
+    out.y = tie(out.y, np.stack(states, axis=-1))
+    if levels_of(t_out):
+        out.t = tie(out.t, np.reshape(t_out, (-1,)))
+    if event_list:
+        _traced_events(call, rhs, event_list, fargs, out, colloc, steps)
+    if dense_wanted and colloc is not None:
+        out.sol = TracedOdeSolution(plain.sol, colloc)
+    elif not dense_wanted:
+        out.sol = None
+    return out
+
+
+def _event_state(colloc: Collocation, rhs: Callable, te: float, dt: Any, steps: int, name: str) -> Any:
+    """The traced state at ``te + dt`` (``te`` on the grid or inside a step)."""
+    base = colloc.dense(np.array([te]))[..., 0]
+    return _time_flow(rhs, te, base, te + dt, name, steps) if levels_of(dt) else base
+
+
+def _event_time(call: Call, rhs: Callable, g: Callable, fargs: tuple, te: float, colloc: Collocation,
+                steps: int) -> Any:
+    """The traced time of a zero of ``g(t, y(t))`` at ``te``: chord steps on ``dt``."""
+    name = call.name
+    ye = np.asarray(strip(colloc.dense(np.array([te]))[..., 0]))
+    gy = plain_jacobian(lambda y: np.reshape(g(te, y, *fargs), ()), ye)
+    gt = plain_jacobian(lambda t: np.reshape(g(t, ye, *fargs), ()), np.asarray(te))
+    fe = np.asarray(strip(rhs(te, ye)))
+    slope = float(gt + gy @ fe)
+    if slope == 0.0 or not np.isfinite(slope):
+        raise NonDifferentiableArgumentError(
+            f"{name}: the event function touches zero without crossing it at t = {te:.6g} "
+            "(d/dt g(t, y(t)) = 0 there), so the event time is not differentiable."
+        )
+    dt: Any = np.float64(0.0)
+    for _ in range(max(1, steps)):
+        y = _event_state(colloc, rhs, te, dt, steps, name)
+        r = np.reshape(g(te + dt, y, *fargs), ())
+        if not levels_of(r) and not levels_of(dt):
+            return np.float64(te)
+        dt = dt - (r - stop_gradient(r)) / slope
+    return te + dt
+
+
+def _event_end(call: Call, rhs: Callable, events: list, fargs: tuple, out: Any, colloc: Collocation,
+               steps: int) -> tuple:
+    """The traced final state and time when a terminal event stopped the run."""
+    te = float(out.t[-1])
+    for k, g in enumerate(events):
+        if out.t_events[k].size and out.t_events[k][-1] == te and getattr(g, "terminal", False):
+            t_end = _event_time(call, rhs, g, fargs, te, colloc, steps)
+            return _event_state(colloc, rhs, te, t_end - te, steps, call.name), t_end
+    return colloc.at_grid(colloc.grid.size - 1), np.float64(te)
+
+
+def _traced_events(call: Call, rhs: Callable, events: list, fargs: tuple, out: Any, colloc: Collocation,
+                   steps: int) -> None:
+    for k, g in enumerate(events):
+        times, states = [], []
+        for te in np.asarray(out.t_events[k], dtype=float):
+            t_traced = _event_time(call, rhs, g, fargs, float(te), colloc, steps)
+            times.append(t_traced)
+            states.append(_event_state(colloc, rhs, float(te), t_traced - te, steps, call.name))
+        if times and (levels_of(times) or levels_of(states)):
+            out.t_events[k] = tie(out.t_events[k], np.stack(times))
+            out.y_events[k] = tie(out.y_events[k], np.stack(states))
+
+
+defcomposite(intercepted(_int.solve_ivp, route_all=True), _solve_ivp)
+
+
+def _args_tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _odeint(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.odeint, args, kwargs, ("func", "Dfun"))
+    out = call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    func, fargs, tfirst = call.get("func"), _args_tuple(call.get("args")), bool(call.get("tfirst"))
+    t = call.get("t")
+    t_out = _as_traced_vector(t) if levels_of(t) else np.asarray(strip_tree(t), dtype=float)
+    tp = np.asarray(strip_tree(t_out), dtype=float).reshape(-1)
+    y0 = _as_traced_vector(call.get("y0"))
+    y0 = np.reshape(y0, (-1,)) if levels_of(y0) else np.asarray(strip_tree(y0), dtype=float).reshape(-1)
+    rhs = _vector_rhs(func, fargs, tfirst)
+    values = out[0] if call.get("full_output") else out
+    if tp.size < 2:
+        return out
+    # odeint keeps no dense solution: SciPy's LSODA through solve_ivp, at odeint's
+    # tolerances, gives the steps and the values between them.
+    rtol = call.get("rtol") or 1.49012e-8
+    atol = call.get("atol") or 1.49012e-8
+    from ..interception import original
+
+    plain_rhs = call.callbacks.wrap(lambda s, y: rhs(s, y))
+    dense = original(_int.solve_ivp)(plain_rhs, (tp[0], tp[-1]), strip_tree(y0), method="LSODA",
+                                     dense_output=True, rtol=rtol, atol=atol)
+    if dense.status != 0:
+        raise NonDifferentiableArgumentError(f"{name}: the sensitivity run failed: {dense.message}")
+    states, _ = _ode_outputs(name, rhs, t_out[0], y0, dense.sol, dense.sol.ts, t_out, call.steps(), "LSODA",
+                             float(rtol), float(np.min(atol)))
+    traced = tie(values, np.reshape(np.stack(states), np.shape(values)))
+    if call.get("full_output"):
+        return (traced,) + tuple(out[1:])
+    return traced
+
+
+defcomposite(intercepted(_int.odeint, route_all=True), _odeint)
+
+
+# ---------------------------------------------------------------------- quadrature
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
+_GL_X, _GL_W = (_GL_X + 1.0) / 2.0, _GL_W / 2.0  # on [0, 1]
+
+
+def _quad(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.quad, args, kwargs, ("func",))
+    out = call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    for option in ("weight",):
+        if call.get(option) is not None:
+            raise refuse(name, f"`{option}=`", "selects QUADPACK's weighted rules, which tapegrad does not "
+                         "differentiate", "Multiply the weight into the integrand instead.")
+    if call.get("complex_func"):
+        raise refuse(name, "`complex_func=True`", "is not supported",
+                     "Integrate the real and imaginary parts separately.")
+    func, fargs = call.get("func"), _args_tuple(call.get("args"))
+    a, b = call.get("a"), call.get("b")
+    full = call.get("full_output")
+    info = out[2] if full else call.run(full_output=1)[2]
+    value, abserr = out[0], out[1]
+    last = int(info.get("last", 0)) if isinstance(info, dict) else 0
+    if isinstance(info, dict) and last and "alist" not in info:
+        raise refuse(name, "`points=` on this range", "leaves no subintervals to follow",
+                     "Split the range yourself at the points.")
+    ap, bp = float(strip(a)), float(strip(b))
+    if ap == bp:
+        return (tie(value, 0.0 * (a - b)),) + tuple(out[1:])
+    # SciPy integrates over the sorted range and negates: so do we.
+    sign, lo_t, hi_t = (-1.0, b, a) if bp < ap else (1.0, a, b)
+    lo_p, hi_p = float(strip(lo_t)), float(strip(hi_t))
+    infinite = np.isinf(lo_p) or np.isinf(hi_p)
+    if last == 0:
+        intervals = np.array([[0.0, 1.0]])
+    else:
+        intervals = np.stack([info["alist"][:last], info["blist"][:last]], axis=1)
+        if not infinite:  # in u, with x = lo + (hi - lo) u
+            intervals = (intervals - lo_p) / (hi_p - lo_p)
+
+    def integrand(x: Any) -> Any:
+        return np.reshape(func(x, *fargs), ())
+
+    def total(pieces: np.ndarray) -> Any:
+        left, right = pieces[:, :1], pieces[:, 1:]
+        u = (left + (right - left) * _GL_X[None, :]).reshape(-1)
+        w = ((right - left) * _GL_W[None, :]).reshape(-1)
+        if not infinite:
+            if levels_of((lo_t, hi_t)):
+                vals = [integrand(lo_t + (hi_t - lo_t) * ui) for ui in u]
+            else:
+                vals = [integrand(np.float64(lo_p + (hi_p - lo_p) * ui)) for ui in u]
+            return sign * (hi_t - lo_t) * (w @ np.stack(vals))
+        # QUADPACK's map of an infinite range onto (0, 1]: x = bound +- (1 - t) / t.
+        s = (1.0 - u) / u
+        if np.isinf(lo_p) and np.isinf(hi_p):
+            vals = [integrand(np.float64(si)) + integrand(np.float64(-si)) for si in s]
+        elif np.isinf(hi_p):
+            vals = [integrand(lo_t + si) for si in s]
+        else:
+            vals = [integrand(hi_t - si) for si in s]
+        return sign * ((w / u ** 2) @ np.stack(vals))
+
+    target = max(10.0 * float(abserr), 1e-12 * abs(float(value)), 1e-300)
+    for _ in range(5):
+        traced = total(intervals)
+        if abs(float(strip(traced)) - float(value)) <= target:
+            break
+        mid = intervals.mean(axis=1)
+        intervals = np.concatenate([np.stack([intervals[:, 0], mid], 1), np.stack([mid, intervals[:, 1]], 1)])
+    else:
+        raise NonDifferentiableArgumentError(
+            f"{name}: tapegrad's quadrature of the derivative could not reproduce SciPy's value "
+            f"({float(strip(traced))!r} against {float(value)!r}, error estimate {float(abserr):.3g}), "
+            "so it cannot vouch for the derivative. Split the range at the integrand's kinks or "
+            "singularities with points= (or several calls)."
+        )
+    return (tie(value, traced),) + tuple(out[1:])
+
+
+defcomposite(intercepted(_int.quad, route_all=True), _quad)
