@@ -12,12 +12,13 @@ and booleans carry no gradient, so such tracers turn back into plain values free
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type"]
+__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library"]
 
 _namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
 
@@ -49,3 +50,19 @@ def as_array_type(tape: Any, out: Any) -> Any:
     if isinstance(out, list):
         return [as_array_type(tape, o) for o in out]
     return out
+
+
+def follow_library(constant: Any, like: Any) -> Any:
+    """``constant`` (a NumPy array) moved to the array library of ``like`` when that library needs it.
+
+    CuPy refuses NumPy operands (no implicit copy to the GPU); a constant that tapegrad
+    itself made with ``np.*`` (a Jacobian's basis rows, a mask) must then follow the
+    traced value to its device.  Dask mixes with NumPy arrays as they are, and NumPy
+    values need nothing: both come back unchanged.
+    """
+    if type(constant) is not np.ndarray or type(like) is np.ndarray:
+        return constant
+    library = sys.modules.get(type(like).__module__.partition(".")[0])
+    if library is None or library.__name__ != "cupy":
+        return constant
+    return library.asarray(constant)

@@ -18,6 +18,7 @@ from .errors import GradientDroppedError, NonDifferentiableArgumentError, Unsupp
 from .registry import (
     COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
 )
+from .array_types import follow_library
 from .parallel import call as parallel_call
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
@@ -68,6 +69,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     raw = list(args)
     parents = []
     vjps = rule.vjps
+    like = None  # a traced value of another array library (CuPy), which constants must follow
     for i, a in enumerate(args):
         t = type(a)
         if t is Tracer:
@@ -76,6 +78,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
             elif a._tape is tape:
                 raw[i] = a._value
                 parents += (i, -1, a._index, a._out)
+                if type(a._value) is not np.ndarray and type(a._value) is not Tracer:
+                    like = a._value
         elif (t is list or t is tuple) and a:
             if i < len(vjps) and vjps[i] is CONSTANT_ARG:
                 raw[i] = strip_all(a)
@@ -89,6 +93,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                     parents += (i, j, e._index, e._out)
             if elems is not None:
                 raw[i] = elems if t is list else tuple(elems)
+    if like is not None:
+        raw = [follow_library(r, like) for r in raw]
     raw = tuple(raw)
     ans = rule.fun(*raw, **kwargs)
     # A keyword (np.cos(x, dtype=np.float32)) changes the output: such a call is not remembered.
@@ -266,6 +272,8 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 constant = _array_scalar(constant)
                 if rule.elementwise:
                     pos = FITTED
+        elif type(constant) is np.ndarray and type(value) is not np.ndarray:
+            constant = follow_library(constant, strip(traced))
         raw = (value, constant) if argnum == 0 else (constant, value)
         parents = (argnum, pos, traced._index, traced._out)
     if small is None and rule.elementwise:

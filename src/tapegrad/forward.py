@@ -31,7 +31,8 @@ import numpy as np
 from .reverse import _normalize_argnums, grad, jacrev, vjp
 from .backward import basis_rows, strong_zeros
 from .requests import leading_batch
-from .tracer import Tracer
+from .array_types import follow_library
+from .tracer import Tracer, strip
 from .tree import flatten, unflatten
 
 __all__ = ["jvp", "jacfwd", "hvp"]
@@ -123,7 +124,8 @@ def _push_forward(out: Any, pullback: Callable, tangents: Any) -> tuple:
     derivative (``0 * inf``), and then holds NaN.
     """
     out_leaves, out_structure = flatten(out)
-    placeholders = [np.zeros(np.shape(y), dtype=np.result_type(y)) for y in out_leaves]
+    # Zeros in each output's own library (CuPy needs its operands on the device).
+    placeholders = [follow_library(np.zeros(np.shape(y), dtype=np.result_type(y)), strip(y)) for y in out_leaves]
 
     def pulled_back(*cotangent_leaves: Any) -> tuple:
         # The placeholders' zeros are not zeros of the map: no strong zeros in this sweep.
@@ -187,7 +189,8 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
             # Row offset + i is e_i (for a plain 1-D x, one diagonal the sweep keeps banded).
             plain_1d = type(x) is np.ndarray and x.ndim == 1
             if n:
-                tangents.append(basis_rows(total, n, -offset, np.shape(x), np.result_type(x), structured=plain_1d))
+                basis = basis_rows(total, n, -offset, np.shape(x), np.result_type(x), structured=plain_1d)
+                tangents.append(follow_library(basis, strip(x)))
             else:  # an integer or boolean leaf: no tangent
                 tangents.append(np.zeros((total,) + np.shape(x), dtype=np.result_type(x)))
             offset += n

@@ -11,6 +11,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
+from .array_types import follow_library
 from .backward import backward, basis_rows, plain_root, seed_for
 from .tracer import strip
 from .errors import TapeError
@@ -259,7 +260,7 @@ def jacobian_request(
     pieces: List[list] = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        seed = basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_root(t._value))
+        seed = follow_library(basis_rows(stop - start, size, start, yshape, t.dtype, structured=plain_root(t._value)), strip(t))
         with guard_values((sources, t), refuse_compute=True):  # Dask: no fallback, no compute
             found = backward(tape, [(t._index, t._out)], [seed], indices, (stop - start,), release=release and stop == size)
         chunk = _finish(xs, sources, found, (stop - start,), "none")
@@ -311,7 +312,7 @@ def batch_jacobian_request(
     pieces = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        basis = basis_rows(stop - start, size, start, row_shape, t.dtype, structured=False)
+        basis = follow_library(basis_rows(stop - start, size, start, row_shape, t.dtype, structured=False), strip(t))
         seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
         found = backward(tape, [(t._index, t._out)], [seed], [sources[0]._index], (stop - start,))
         (piece,) = _finish([x], sources, found, (stop - start,), "zero")

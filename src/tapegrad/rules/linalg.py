@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import primitive, strip
+from ..array_types import follow_library
 from ..errors import NonDifferentiableArgumentError
 from ..memo import recalled, shared, shared_so_far
 from ..registry import defcomposite, defconstant, defvjp
@@ -85,7 +86,7 @@ def _tri_cotangent(m: Any, lower: bool) -> Any:
     Off-diagonal entries of the read triangle get ``m_ij + m_ji``, the
     diagonal ``m_ii`` and the unread triangle 0.
     """
-    return (m + swap_last(m)) * _half_tri(np.shape(m)[-1], lower, _real_dtype(m))
+    return (m + swap_last(m)) * follow_library(_half_tri(np.shape(m)[-1], lower, _real_dtype(m)), strip(m))
 
 
 #: Below this many rows a dense product is cheaper than looking for sparsity.
@@ -250,7 +251,11 @@ def tri_solve(t: Any, rhs: Any, lower: bool, trans: bool = False) -> Any:
     which tapegrad differentiates.
     """
     if not _plain(t, rhs) or np.iscomplexobj(t) or np.iscomplexobj(rhs):
-        return np.linalg.solve(swap_last(t) if trans else t, rhs)
+        t = swap_last(t) if trans else t
+        if np.ndim(rhs) > np.ndim(t) and type(strip(t)) is not np.ndarray:
+            # CuPy's solve does not broadcast a matrix against a batch of right-hand sides.
+            t = np.broadcast_to(t, np.shape(rhs)[:-2] + np.shape(t)[-2:])
+        return np.linalg.solve(t, rhs)
     folded, moved_shape = _fold_columns(t, rhs)
     # t.T of a lower factor is upper: a transposed view, read by BLAS through its flag.
     x = _blocked_tri_solve(swap_last(t) if trans else t, folded, lower != trans)
@@ -478,7 +483,7 @@ def _cholesky_vjp(g, ans, a, upper=False):
     low, g_low = (swap_last(ans), swap_last(g)) if upper else (ans, g)
     n = np.shape(a)[-1]
     # dL = L phi(L^-1 dA L^-T), phi = lower triangle with half diagonal (self-adjoint).
-    p = (swap_last(low) @ g_low) * _half_tri(n, True, _real_dtype(a))
+    p = (swap_last(low) @ g_low) * follow_library(_half_tri(n, True, _real_dtype(a)), strip(g_low))
     # inv(L) when a slogdet(a) / det(a) VJP of this sweep has formed it already
     # (_inverse_from_cholesky; it meets lower factors only, as upper=True is a call
     # with a keyword, never remembered): two products.  Otherwise two triangular
