@@ -250,10 +250,10 @@ def _pp_evaluate(c: Any, x: np.ndarray, points: Any, nu: int, extrapolate: Any, 
         flat = x[0] + np.mod(flat - x[0], x[-1] - x[0])
         plain = np.asarray(strip(flat))
         extrapolate = False
+    if nu < 0:
+        raise ValueError("Order of derivative cannot be negative")  # SciPy's message
     if nu > 0:
         c = _pp_derivative_coefficients(c, nu)
-    elif nu < 0:
-        c = _pp_local_antiderivative(c, -nu)
     index, outside = _pp_intervals(x, plain)
     n_r = np.ndim(c) - 2
     t = _trailing(flat - x[index], n_r)

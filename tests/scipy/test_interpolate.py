@@ -1,0 +1,438 @@
+"""Derivatives of scipy.interpolate, in the data and in the query points.
+
+Every interpolant is linear in its data (Pchip and Akima aside): its Jacobian in
+the data is checked against the dense matrix SciPy itself gives (the interpolant
+of each basis vector, evaluated at the query points); first and second order
+against central finite differences (tapegrad.testing.check_grads, which also
+checks a batch of cotangents against single VJPs); closed forms for the Hessian
+in the query points.
+"""
+
+import numpy as np
+import pytest
+import scipy.interpolate
+from scipy.interpolate import (
+    Akima1DInterpolator,
+    BSpline,
+    CubicSpline,
+    PchipInterpolator,
+    RegularGridInterpolator,
+    interp1d,
+    interpn,
+    make_interp_spline,
+)
+from scipy.interpolate import _interpolate
+from scipy.sparse.linalg import spsolve
+
+import tapegrad as tg
+from tapegrad.errors import NonDifferentiableArgumentError, UnsupportedFunctionError
+from tapegrad.testing import check_grads
+
+rng = np.random.default_rng(3)
+X = np.array([0.0, 0.4, 1.1, 1.5, 2.2, 2.6, 3.0])
+Y = np.sin(X) + 0.2 * rng.standard_normal(X.size)
+# Query points inside, on a breakpoint, at both ends and outside the data.
+Q = np.array([-0.45, 0.05, 0.73, 1.5, 2.41, 3.0, 3.37])
+Q_INSIDE = np.array([0.05, 0.73, 1.31, 2.41, 2.93])
+# For finite differences of derivatives: no query point on a breakpoint, where the
+# highest derivative of a piecewise polynomial jumps.
+Q_FD = np.array([-0.45, 0.05, 0.73, 1.57, 2.41, 2.93, 3.37])
+
+
+def data_matrix(build, shape, query):
+    """The dense matrix of ``y -> build(y)(query)``: SciPy's interpolant of each basis vector.
+
+    Boundary derivative values make the map affine: the interpolant of zero data is subtracted.
+    """
+    shape = (shape,) if isinstance(shape, int) else shape
+    offset = np.asarray(build(np.zeros(shape))(query))
+    columns = [np.asarray(build(e.reshape(shape))(query)) - offset for e in np.eye(int(np.prod(shape)))]
+    return np.stack(columns, axis=-1)
+
+
+def assert_linear_in_data(build, y, query, atol=1e-12):
+    """tapegrad's Jacobian in the data equals the dense matrix of the map, and values match SciPy."""
+    fun = lambda v: build(v)(query)
+    value = tg.vjp(fun, y)[0]
+    np.testing.assert_allclose(value, fun(y), rtol=1e-13, atol=1e-13, equal_nan=True)
+    matrix = data_matrix(build, y.shape, query).reshape(np.shape(value) + y.shape)
+    jac = tg.jacobian(fun)(y)
+    finite = np.isfinite(matrix)
+    np.testing.assert_allclose(jac[finite], matrix[finite], rtol=1e-11, atol=atol)
+    # Where SciPy gives NaN (outside, no extrapolation) the value is a constant NaN.
+    assert np.all(jac[~finite] == 0)
+
+
+# ----------------------------------------------------------------- CubicSpline
+BC_TYPES = ["not-a-knot", "natural", "clamped", ((1, 0.5), (2, -1.0)), ((2, 0.0), "not-a-knot")]
+
+
+@pytest.mark.parametrize("bc_type", BC_TYPES, ids=str)
+def test_cubic_spline_linear_map_in_y(bc_type):
+    assert_linear_in_data(lambda v: CubicSpline(X, v, bc_type=bc_type), Y, Q)
+
+
+@pytest.mark.parametrize("bc_type", BC_TYPES, ids=str)
+def test_cubic_spline_first_and_second_order(bc_type):
+    check_grads(lambda v, q: CubicSpline(X, v, bc_type=bc_type)(q), [Y, Q_FD])
+    check_grads(lambda v, q: CubicSpline(X, v ** 2, bc_type=bc_type)(q, nu=1), [Y, Q_FD])
+
+
+def test_cubic_spline_periodic():
+    x = np.linspace(0, 2 * np.pi, 9)
+    y = np.sin(x) + 0.1 * np.cos(3 * x)
+    y[-1] = y[0]
+    q = np.array([-1.0, 0.5, 3.0, 7.0])
+    spline = lambda v: CubicSpline(x, v, bc_type="periodic")
+    value, back = tg.vjp(lambda v: spline(v)(q), y)
+    np.testing.assert_allclose(value, spline(y)(q), rtol=1e-13)
+    # Periodic data: a direction that keeps y[0] == y[-1] is differentiated exactly.
+    u = rng.standard_normal(y.size)
+    u[-1] = u[0]
+    c = rng.standard_normal(q.size)
+    fd = (spline(y + 1e-6 * u)(q) - spline(y - 1e-6 * u)(q)) / 2e-6
+    np.testing.assert_allclose(np.dot(back(c)[0], u), np.dot(c, fd), rtol=1e-7)
+    # ... and the two ends share the derivative equally.
+    g = back(c)[0]
+    np.testing.assert_allclose(g[0], g[-1], rtol=1e-12)
+    check_grads(lambda p: spline(y)(p), [q])
+    ints = tg.vjp(lambda v: spline(v).integrate(-1.0, 9.0), y)[0]
+    np.testing.assert_allclose(ints, spline(y).integrate(-1.0, 9.0), rtol=1e-12)
+
+
+def test_cubic_spline_derivative_antiderivative_integrate():
+    check_grads(lambda v, q: CubicSpline(X, v).derivative(2)(q), [Y, Q_FD])
+    check_grads(lambda v, q: CubicSpline(X, v).antiderivative(2)(q), [Y, Q_FD])
+    check_grads(lambda v, q: CubicSpline(X, v).derivative(-1)(q), [Y, Q_FD])
+    with pytest.raises(ValueError, match="negative"):  # as SciPy
+        tg.grad(lambda v: np.sum(CubicSpline(X, v)(Q, nu=-1)))(Y)
+    check_grads(lambda v, ab: CubicSpline(X, v).integrate(ab[0], ab[1]), [Y, np.array([2.4, 0.3])])
+    check_grads(lambda v, ab: CubicSpline(X, v, extrapolate=False).integrate(ab[0], ab[1]), [Y, np.array([0.1, 2.9])])
+    for make in (
+        lambda v: CubicSpline(X, v).antiderivative(2)(Q),
+        lambda v: CubicSpline(X, v).derivative(3)(Q),
+        lambda v: CubicSpline(X, v).integrate(-0.3, 3.4),
+    ):
+        np.testing.assert_allclose(tg.vjp(make, Y)[0], make(Y), rtol=1e-12, atol=1e-14)
+
+
+def test_integral_closed_form():
+    # The integral of the interpolant of y over [x0, xn] is linear in y: d/dy = integral of each cardinal spline.
+    weights = np.array([CubicSpline(X, e).integrate(X[0], X[-1]) for e in np.eye(X.size)])
+    np.testing.assert_allclose(tg.grad(lambda v: CubicSpline(X, v).integrate(X[0], X[-1]))(Y), weights, rtol=1e-12)
+    # In the limits: d/db int_a^b s = s(b), d/da = -s(a).
+    s = CubicSpline(X, Y)
+    g = tg.grad(lambda ab: s.integrate(ab[0], ab[1]))(np.array([0.3, 2.5]))
+    np.testing.assert_allclose(g, [-s(0.3), s(2.5)], rtol=1e-12)
+
+
+def test_hessian_in_the_query_points_closed_form():
+    s = CubicSpline(X, Y)
+    h = tg.hessian(lambda q: np.sum(s(q)))(Q_INSIDE)
+    np.testing.assert_allclose(h, np.diag(s(Q_INSIDE, 2)), rtol=1e-10, atol=1e-12)
+    g = tg.grad(lambda q: np.sum(s(q) ** 2))(Q_INSIDE)
+    np.testing.assert_allclose(g, 2 * s(Q_INSIDE) * s(Q_INSIDE, 1), rtol=1e-12)
+
+
+def test_cubic_spline_axis_and_trailing_dimensions():
+    y = rng.standard_normal((3, X.size, 2))
+    assert_linear_in_data(lambda v: CubicSpline(X, v, axis=1), y, Q)
+    check_grads(lambda v, q: CubicSpline(X, v, axis=1, bc_type="natural")(q.reshape(1, 7)), [y, Q_FD])
+
+
+def test_cubic_spline_complex_data():
+    y = Y + 1j * np.cos(X)
+    fun = lambda v: CubicSpline(X, v)(Q)
+    matrix = data_matrix(lambda v: CubicSpline(X, v), X.shape, Q)
+    c = rng.standard_normal(Q.size) + 1j * rng.standard_normal(Q.size)
+    # A complex-linear map with a real matrix: the VJP is its transpose (no conjugate).
+    np.testing.assert_allclose(tg.vjp(fun, y)[1](c)[0], matrix.T @ c, rtol=1e-12)
+    check_grads(lambda v: np.abs(CubicSpline(X, v)(Q)) ** 2, [y])
+
+
+# ----------------------------------------------------------------- Hermite, Pchip, Akima, PPoly
+def test_cubic_hermite_spline_in_values_and_slopes():
+    dydx = np.cos(X)
+    check_grads(lambda v, d, q: scipy.interpolate.CubicHermiteSpline(X, v, d)(q), [Y, dydx, Q_FD])
+    offset = scipy.interpolate.CubicHermiteSpline(X, Y, np.zeros(X.size))(Q)
+    matrix = np.stack([scipy.interpolate.CubicHermiteSpline(X, Y, e)(Q) - offset for e in np.eye(X.size)], axis=-1)
+    np.testing.assert_allclose(tg.jacobian(lambda d: scipy.interpolate.CubicHermiteSpline(X, Y, d)(Q))(dydx), matrix,
+                               rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("make", [
+    lambda v: PchipInterpolator(X, v),
+    lambda v: Akima1DInterpolator(X, v, extrapolate=True),
+    lambda v: Akima1DInterpolator(X, v, method="makima", extrapolate=True),
+], ids=["pchip", "akima", "makima"])
+def test_pchip_and_akima(make):
+    # Nonlinear in y: finite differences, first and second order, away from the branch switches.
+    y = np.array([0.0, 0.3, 1.2, 1.0, 1.6, 2.9, 2.7])
+    check_grads(lambda v, q: make(v)(q), [y, Q_FD])
+    check_grads(lambda v, q: make(v).derivative()(q), [y, Q_FD])
+    np.testing.assert_allclose(tg.vjp(lambda v: make(v)(Q), y)[0], make(y)(Q), rtol=1e-13)
+    y3 = np.stack([y, y[::-1] ** 2], axis=-1)
+    check_grads(lambda v: make(v)(Q), [y3], order=1)
+
+
+def test_pchip_flat_pieces_have_finite_gradients():
+    # Zero secant slopes: SciPy sets the derivatives there to 0 (its 1 / harmonic mean would be 1/0).
+    y = np.array([0.0, 1.0, 1.0, 2.0, 1.5, 1.5, 3.0])
+    g = tg.grad(lambda v: np.sum(PchipInterpolator(X, v)(Q_INSIDE)))(y)
+    assert np.all(np.isfinite(g))
+    # Perturbing only the data away from the flat pieces keeps the branches: a finite difference applies.
+    u = np.array([0.3, 0.0, 0.0, -0.2, 0.0, 0.0, 0.5])
+    f = lambda v: np.sum(PchipInterpolator(X, v)(Q_INSIDE))
+    np.testing.assert_allclose(np.dot(g, u), (f(y + 1e-6 * u) - f(y - 1e-6 * u)) / 2e-6, rtol=1e-6)
+
+
+def test_akima_default_is_nan_outside():
+    value = tg.vjp(lambda v: Akima1DInterpolator(X, v)(Q), Y)[0]
+    np.testing.assert_array_equal(np.isnan(value), np.isnan(Akima1DInterpolator(X, Y)(Q)))
+    assert np.isnan(value[0]) and np.isnan(value[-1])
+
+
+def test_ppoly_in_coefficients_and_points():
+    c = rng.standard_normal((4, 3))
+    x = [0.0, 1.0, 1.5, 3.0]
+    check_grads(lambda cc, q: scipy.interpolate.PPoly(cc, x)(q), [c, Q_FD])
+    check_grads(lambda cc, q: scipy.interpolate.PPoly(cc, x, extrapolate=False)(q), [c, Q_INSIDE])
+    descending = [3.0, 1.5, 1.0, 0.0]
+    check_grads(lambda cc, q: scipy.interpolate.PPoly(cc, descending)(q), [c, Q_FD])
+    np.testing.assert_allclose(tg.vjp(lambda cc: scipy.interpolate.PPoly(cc, descending)(Q), c)[0],
+                               scipy.interpolate.PPoly(c, descending)(Q), rtol=1e-13)
+    c3 = rng.standard_normal((4, 2, 3))
+    check_grads(lambda cc, q: scipy.interpolate.PPoly(cc, x, axis=1)(q), [c3, Q_FD])
+    np.testing.assert_allclose(tg.vjp(lambda cc: scipy.interpolate.PPoly(cc, x, axis=1)(Q), c3)[0],
+                               scipy.interpolate.PPoly(c3, x, axis=1)(Q), rtol=1e-13)
+
+
+# ----------------------------------------------------------------- B-splines
+T = np.r_[[0.0] * 4, 0.8, 1.5, 2.1, [3.0] * 4]
+C = rng.standard_normal(T.size - 4)
+
+
+@pytest.mark.parametrize("extrapolate", [True, False, "periodic"])
+def test_bspline_in_coefficients_and_points(extrapolate):
+    make = lambda cc: BSpline(T, cc, 3, extrapolate=extrapolate)
+    assert_linear_in_data(make, C, Q)
+    q = Q_INSIDE if extrapolate is False else Q_FD
+    check_grads(lambda cc, p: make(cc)(p), [C, q])
+    check_grads(lambda cc, p: make(cc)(p, nu=2), [C, q])
+
+
+def test_bspline_derivative_antiderivative_integrate():
+    for make in (
+        lambda cc: BSpline(T, cc, 3).derivative(2),
+        lambda cc: BSpline(T, cc, 3).antiderivative(2),
+        lambda cc: BSpline(T, cc, 3).derivative(-1),
+    ):
+        assert_linear_in_data(make, C, Q)
+        check_grads(lambda cc, q: make(cc)(q), [C, Q_FD])
+    for extrapolate in (True, False):
+        f = lambda cc, ab: BSpline(T, cc, 3, extrapolate=extrapolate).integrate(ab[0], ab[1])
+        ab = np.array([2.7, -0.4])
+        np.testing.assert_allclose(tg.vjp(f, C, ab)[0], f(C, ab), rtol=1e-12)
+        check_grads(f, [C, ab])
+    f = lambda cc: BSpline(T, cc, 3, extrapolate="periodic").integrate(-1.0, 7.5)
+    np.testing.assert_allclose(tg.vjp(f, C)[0], f(C), rtol=1e-12)
+    check_grads(f, [C])
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
+def test_make_interp_spline(k):
+    make = lambda v: make_interp_spline(X, v, k=k)
+    assert_linear_in_data(make, Y, Q)
+    check_grads(lambda v, q: make(v)(q), [Y, Q + 0.01], order=1 if k == 0 else 2)
+
+
+@pytest.mark.parametrize("bc_type", ["natural", "clamped", ([(1, 0.3)], [(2, 1.0)]), "periodic"], ids=str)
+def test_make_interp_spline_boundary_conditions(bc_type):
+    y = Y.copy()
+    if bc_type == "periodic":
+        y[-1] = y[0]
+    make = lambda v: make_interp_spline(X, v, k=3, bc_type=bc_type)
+    value = tg.vjp(lambda v: make(v)(Q), y)[0]
+    np.testing.assert_allclose(value, make(y)(Q), rtol=1e-13)
+    if bc_type != "periodic":
+        assert_linear_in_data(make, y, Q)
+    check_grads(lambda q: make(y)(q), [Q_FD])
+
+
+def test_make_interp_spline_axis():
+    y = rng.standard_normal((2, X.size, 3))
+    assert_linear_in_data(lambda v: make_interp_spline(X, v, axis=1), y, Q)
+
+
+def test_lsq_and_smoothing_splines():
+    x = np.linspace(0, 3, 15)
+    y = np.sin(2 * x)
+    t = np.r_[[0.0] * 4, 1.0, 2.0, [3.0] * 4]
+    assert_linear_in_data(lambda v: scipy.interpolate.make_lsq_spline(x, v, t), y, Q)
+    assert_linear_in_data(lambda v: scipy.interpolate.make_smoothing_spline(x, v, lam=0.05), y, Q)
+    t2 = np.r_[[0.0] * 3, 1.0, 2.0, [3.0] * 3]
+    check_grads(lambda v: scipy.interpolate.make_lsq_spline(x, v ** 2, t2, k=2)(Q_INSIDE), [y])
+
+
+# ----------------------------------------------------------------- interp1d
+KINDS = ["linear", "nearest", "nearest-up", "previous", "next", "zero", "slinear", "quadratic", "cubic", 5]
+
+
+@pytest.mark.parametrize("fill_value", [np.nan, (-1.0, 2.0), "extrapolate"], ids=str)
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+def test_interp1d_in_y(kind, fill_value):
+    make = lambda v: interp1d(X, v, kind=kind, bounds_error=False, fill_value=fill_value)
+    assert_linear_in_data(make, Y, Q + 0.01)
+
+
+@pytest.mark.parametrize("kind", ["linear", "quadratic", "cubic"])
+def test_interp1d_first_and_second_order(kind):
+    # Away from the breakpoints (piecewise functions of the query points).
+    q = Q + 0.01
+    check_grads(lambda v, p: scipy.interpolate.interp1d(X, v, kind=kind, fill_value="extrapolate")(p), [Y, q])
+    check_grads(lambda v, p: interp1d(X, v ** 2, kind=kind, bounds_error=False)(p), [Y, Q_INSIDE])
+
+
+def test_interp1d_unsorted_axis_and_step_kinds():
+    order = rng.permutation(X.size)
+    y = rng.standard_normal((2, X.size))
+    for kind in ("linear", "cubic", "previous"):
+        make = lambda v: interp1d(X[order], v, kind=kind, axis=1, fill_value="extrapolate")
+        assert_linear_in_data(make, y[:, order], Q + 0.01)
+    # Piecewise constant kinds: zero derivative in the query points.
+    g = tg.grad(lambda p: np.sum(interp1d(X, Y, kind="nearest")(p)))(Q_INSIDE)
+    np.testing.assert_array_equal(g, np.zeros_like(Q_INSIDE))
+
+
+def test_interp1d_bounds_error_is_scipys():
+    with pytest.raises(ValueError, match="above the interpolation range"):
+        tg.grad(lambda p: np.sum(interp1d(X, Y)(p)))(np.array([1.0, 5.0]))
+    with pytest.raises(ValueError, match="above the interpolation range"):
+        tg.grad(lambda v: np.sum(interp1d(X, v)(np.array([1.0, 5.0]))))(Y)
+
+
+# ----------------------------------------------------------------- regular grids
+GX = np.linspace(0.0, 1.0, 7)
+GY = np.array([0.0, 0.3, 0.7, 1.2, 1.6, 2.0])
+V = rng.standard_normal((7, 6))
+PTS = np.array([[0.13, 0.21], [0.52, 1.9], [0.97, 1.31], [0.31, 0.66]])
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest", "slinear", "cubic", "quintic", "slinear_legacy",
+                                    "cubic_legacy"])
+def test_regular_grid_in_values(method):
+    kwargs = {"solver": spsolve} if method in ("slinear", "cubic", "quintic") else {}
+    make = lambda v: RegularGridInterpolator((GX, GY), v, method=method, **kwargs)
+    assert_linear_in_data(lambda v: make(v.reshape(V.shape)), V.ravel(), PTS, atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["linear", "cubic_legacy", "quintic"])
+def test_regular_grid_first_and_second_order(method):
+    kwargs = {"solver": spsolve} if method == "quintic" else {}
+    f = lambda v, p: RegularGridInterpolator((GX, GY), v, method=method, **kwargs)(p)
+    check_grads(f, [V, PTS])
+    check_grads(lambda v, p: RegularGridInterpolator((GX, GY), v * v, method=method, **kwargs)(p), [V, PTS])
+
+
+def test_regular_grid_nu_fill_value_trailing_dims_and_descending():
+    v3 = rng.standard_normal((7, 6, 2))
+    outside = PTS * [1.0, 1.3]
+    f = lambda v, p: RegularGridInterpolator((GX, GY), v, bounds_error=False, fill_value=None)(p)
+    check_grads(f, [v3, outside])
+    f = lambda v, p: RegularGridInterpolator((GX, GY), v, bounds_error=False)(p)
+    value = tg.vjp(f, v3, outside)[0]
+    np.testing.assert_allclose(value, f(v3, outside), rtol=1e-13, equal_nan=True)
+    f = lambda v, p: RegularGridInterpolator((GX, GY), v, method="cubic", solver=spsolve)(p, nu=(1, 0))
+    check_grads(f, [V, PTS])
+    f = lambda v, p: RegularGridInterpolator((GX[::-1], GY), v, method="linear")(p)
+    np.testing.assert_allclose(tg.vjp(f, V, PTS)[0], f(V, PTS), rtol=1e-13, atol=1e-15)
+    check_grads(f, [V, PTS])
+
+
+def test_interpn():
+    f = lambda v, p: interpn((GX, GY), v, p, method="cubic")
+    check_grads(f, [V, PTS])
+    g = lambda v, p: scipy.interpolate.interpn((GX, GY), v, p)
+    np.testing.assert_allclose(tg.vjp(g, V, PTS)[0], g(V, PTS), rtol=1e-13)
+    check_grads(g, [V, PTS])
+    # SciPy's 'cubic' solves its spline system iteratively (gcrotmk, tolerance 1e-5); tapegrad's is exact.
+    np.testing.assert_allclose(tg.vjp(f, V, PTS)[0], f(V, PTS), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------- dtypes, call styles, exactness, errors
+def test_float32_inputs_get_float32_gradients():
+    y32, q32 = Y.astype(np.float32), Q_INSIDE.astype(np.float32)
+    gy, gq = tg.grad(lambda v, q: np.sum(CubicSpline(X, v)(q)), argnums=(0, 1))(y32, q32)
+    assert gy.dtype == np.float32 and gq.dtype == np.float32
+    ref = tg.grad(lambda v, q: np.sum(CubicSpline(X, v)(q)), argnums=(0, 1))(Y.astype(np.float32).astype(float),
+                                                                              q32.astype(float))
+    np.testing.assert_allclose(gy, ref[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gq, ref[1], rtol=1e-5, atol=1e-6)
+
+
+def test_interpolant_built_outside_called_at_traced_points_and_keywords():
+    s = CubicSpline(X, Y, bc_type="natural")
+    b = make_interp_spline(X, Y, k=4)
+    f = interp1d(X, Y, kind="quadratic")
+    for fun, d in ((s, s.derivative()), (b, b.derivative()), (f, None)):
+        g = tg.grad(lambda q: np.sum(fun(q)))(Q_INSIDE)
+        expected = d(Q_INSIDE) if d is not None else (f(Q_INSIDE + 1e-6) - f(Q_INSIDE - 1e-6)) / 2e-6
+        np.testing.assert_allclose(g, expected, rtol=1e-6 if d is None else 1e-12)
+    g = tg.grad(lambda v: np.sum(CubicSpline(x=X, y=v, bc_type="clamped")(x=Q, nu=1)))(Y)
+    np.testing.assert_allclose(g, data_matrix(lambda v: CubicSpline(X, v, bc_type="clamped").derivative(), X.shape,
+                                              Q).sum(0), rtol=1e-11)
+    g = tg.grad(lambda v: np.sum(scipy.interpolate.pchip_interpolate(X, v, Q_INSIDE, der=1)))(Y)
+    check_grads(lambda v: scipy.interpolate.pchip_interpolate(X, v, Q_INSIDE, der=1), [Y], order=1)
+
+
+def test_plain_calls_while_recording_are_scipys_own_and_nothing_stays_changed():
+    functions = [CubicSpline.__init__, _interpolate._PPolyBase.__call__, BSpline.__call__, make_interp_spline,
+                 interp1d.__init__, RegularGridInterpolator.__call__]
+    codes = [f.__code__ for f in functions]
+    seen = {}
+
+    def fun(v):
+        seen["cs"] = CubicSpline(X, Y)(Q)
+        seen["bs"] = make_interp_spline(X, Y, k=2)(Q, nu=1)
+        seen["i1"] = interp1d(X, Y, kind="cubic", bounds_error=False)(Q)
+        seen["rgi"] = RegularGridInterpolator((GX, GY), V)(PTS)
+        assert CubicSpline.__init__.__code__ is not codes[0]  # the door is open
+        return np.sum(CubicSpline(X, v)(Q))
+
+    tg.grad(fun)(Y)
+    assert np.array_equal(seen["cs"], CubicSpline(X, Y)(Q))
+    assert np.array_equal(seen["bs"], make_interp_spline(X, Y, k=2)(Q, nu=1))
+    assert np.array_equal(seen["i1"], interp1d(X, Y, kind="cubic", bounds_error=False)(Q), equal_nan=True)
+    assert np.array_equal(seen["rgi"], RegularGridInterpolator((GX, GY), V)(PTS))
+    assert all(f.__code__ is code for f, code in zip(functions, codes))
+
+
+def test_inputs_are_not_mutated():
+    y, q = Y.copy(), Q.copy()
+    tg.grad(lambda v, p: np.sum(interp1d(X, v, kind="cubic", fill_value="extrapolate")(p)), argnums=(0, 1))(y, q)
+    tg.grad(lambda v: np.sum(CubicSpline(X, v).integrate(0, 2)))(y)
+    np.testing.assert_array_equal(y, Y)
+    np.testing.assert_array_equal(q, Q)
+
+
+def test_clear_errors():
+    with pytest.raises(NonDifferentiableArgumentError, match=r"CubicSpline with respect to x"):
+        tg.grad(lambda x: np.sum(CubicSpline(x, Y)(Q)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"BSpline with respect to t"):
+        tg.grad(lambda t: np.sum(BSpline(t, C, 3)(Q)))(T)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"with respect to bc_type"):
+        tg.grad(lambda d: np.sum(CubicSpline(X, Y, bc_type=((1, d), "natural"))(Q)))(0.5)
+    with pytest.raises(NonDifferentiableArgumentError, match="UnivariateSpline"):
+        tg.grad(lambda v: np.sum(scipy.interpolate.UnivariateSpline(X, v)(Q)))(Y)
+    with pytest.raises(NonDifferentiableArgumentError, match="lam=None"):
+        tg.grad(lambda v: np.sum(scipy.interpolate.make_smoothing_spline(X, v)(Q)))(Y)
+    with pytest.raises(UnsupportedFunctionError, match="roots"):
+        tg.grad(lambda v: np.sum(CubicSpline(X, v).roots()))(Y)
+    with pytest.raises(UnsupportedFunctionError, match="BPoly"):
+        tg.grad(lambda c: np.sum(scipy.interpolate.BPoly(c, [0.0, 1.0, 2.0])(Q)))(np.ones((3, 2)))
+    with pytest.raises(UnsupportedFunctionError, match="pchip"):
+        tg.grad(lambda v: np.sum(RegularGridInterpolator((GX, GY), v, method="pchip")(PTS)))(V)
+    with pytest.raises(UnsupportedFunctionError, match="splinef2d"):
+        tg.grad(lambda v: np.sum(interpn((GX, GY), v, PTS, method="splinef2d")))(V)
+    with pytest.raises(UnsupportedFunctionError, match="BarycentricInterpolator"):
+        tg.grad(lambda q: np.sum(scipy.interpolate.BarycentricInterpolator(X, Y)(q)))(Q)
