@@ -40,6 +40,7 @@ __all__ = [
     "chord",
     "plain_jacobian",
     "as_plain_float",
+    "as_array",
     "refuse",
     "Call",
     "lu_solver",
@@ -144,6 +145,16 @@ def tie(value: Any, traced: Any) -> Any:
         return value
     value = np.asarray(value)
     return value + (traced - stop_gradient(traced))
+
+
+def as_array(out: Any) -> Any:
+    """A callback's output as one array: a list of traced and plain numbers is stacked."""
+    if isinstance(out, (list, tuple)):
+        parts = [as_array(o) for o in out]
+        if levels_of(parts):
+            return np.stack([p if levels_of(p) else np.asarray(p, dtype=float) for p in parts])
+        return np.asarray(parts, dtype=float)
+    return out
 
 
 def as_plain_float(x: Any) -> np.ndarray:

@@ -48,7 +48,7 @@ from ..api import stop_gradient
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
 from ..tracer import strip
-from ._core import Call, levels_of, plain_jacobian, refuse, strip_tree, tie
+from ._core import Call, as_array, levels_of, plain_jacobian, refuse, strip_tree, tie
 
 __all__: list = []
 
@@ -222,9 +222,7 @@ def _merge_grid(steps: np.ndarray, extra: np.ndarray) -> np.ndarray:
 def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True) -> Callable:
     def rhs(t: Any, y: Any) -> Any:
         out = fun(t, y, *args) if tfirst else fun(y, t, *args)
-        if isinstance(out, (list, tuple)):
-            out = np.stack([np.asarray(o, dtype=float) if not levels_of(o) else o for o in out])
-        return np.reshape(out, (-1,))
+        return np.reshape(as_array(out), (-1,))
 
     return rhs
 

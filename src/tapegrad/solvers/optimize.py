@@ -29,7 +29,7 @@ import scipy.optimize as _opt
 from ..api import grad, hessian, jacobian
 from ..registry import defcomposite, intercepted
 from ..tracer import strip
-from ._core import Call, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
+from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
 
 __all__: list = []
 
@@ -41,7 +41,7 @@ def _root_of(call: Call, residual: Callable[[Any], Any], root: Any, what: str = 
     shape = x0.shape
 
     def flat(x: Any) -> Any:
-        return np.reshape(residual(np.reshape(x, shape)), (-1,))
+        return np.reshape(as_array(residual(np.reshape(x, shape))), (-1,))
 
     z0 = x0.reshape(-1)
     jac = plain_jacobian(flat, z0)
@@ -249,8 +249,11 @@ def _minimize(*args: Any, **kwargs: Any) -> Any:
     x = _argmin(call, objective, out.x, call.get("bounds"), pairs=True)
     out.x = x
     out.fun = tie(out.fun, objective(x))
-    if "jac" in out:
-        out.jac = tie(out.jac, grad(objective)(x))
+    gradient = None
+    for key in ("jac", "grad"):  # the objective's gradient (trust-constr: grad; jac holds constraints')
+        if isinstance(out.get(key), np.ndarray) and np.shape(out[key]) == np.shape(out.x):
+            gradient = grad(objective)(x) if gradient is None else gradient
+            out[key] = tie(out[key], gradient)
     return out
 
 
@@ -293,7 +296,7 @@ def _least_squares(*args: Any, **kwargs: Any) -> Any:
     fun, fargs, fkwargs = call.get("fun"), _args_tuple(call.get("args")), call.get("kwargs") or {}
 
     def residuals(x: Any) -> Any:
-        return np.reshape(fun(x, *fargs, **fkwargs), (-1,))
+        return np.reshape(as_array(fun(x, *fargs, **fkwargs)), (-1,))
 
     cost = _least_squares_cost(call, residuals)
     bounds = call.get("bounds")
@@ -341,7 +344,7 @@ def _curve_fit(*args: Any, **kwargs: Any) -> Any:
             return np.linalg.solve(chol, r)
 
     def residuals(p: Any) -> Any:
-        return weigh(np.reshape(f(xdata, *[p[i] for i in range(np.shape(p)[0])]), (-1,)) - ydata_flat)
+        return weigh(np.reshape(as_array(f(xdata, *[p[i] for i in range(np.shape(p)[0])])), (-1,)) - ydata_flat)
 
     def cost(p: Any) -> Any:
         r = residuals(p)

@@ -1,0 +1,386 @@
+"""Derivatives through scipy.optimize's solvers (tapegrad.solvers.optimize).
+
+Roots, minima and fits are checked against closed forms (Kepler's equation, a
+cubic, quadratic objectives, linear least squares) and against central finite
+differences of the solver itself at tight tolerances, at first and second order,
+with parameters reached through closures, ``args=`` and data, called as users
+call them: module attributes, names bound at import, keyword arguments.
+"""
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.optimize as so
+from scipy import optimize
+from scipy.optimize import brentq, curve_fit, fsolve, least_squares, minimize, newton, root, root_scalar
+
+import tapegrad as tg
+from tapegrad.errors import GradientDroppedError, NonDifferentiableArgumentError
+from tapegrad.testing import check_grads
+
+
+def fd(fun, x, eps=1e-5):
+    """Central difference of a scalar-input function (any output shape)."""
+    return (np.asarray(fun(x + eps)) - np.asarray(fun(x - eps))) / (2 * eps)
+
+
+def fd_grad(fun, x, eps=1e-3):
+    """Five-point central-difference Jacobian (output axes first, then x's).
+
+    Solvers stop at a tolerance, so a small step amplifies their noise; a wider
+    step with a fourth-order stencil keeps both errors near 1e-7.
+    """
+    x = np.asarray(x, dtype=float)
+    out = []
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = eps
+        f = [np.asarray(fun(x + k * e)) for k in (-2, -1, 1, 2)]
+        out.append((f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * eps))
+    return np.moveaxis(np.array(out), 0, -1)
+
+
+# ---------------------------------------------------------------------- scalar roots
+def cubic_root(k):
+    # x^3 + k x - 1 = 0 on [0, 2]; k reaches the callback through a closure
+    return brentq(lambda x: x**3 + k * x - 1.0, 0.0, 2.0, xtol=1e-14)
+
+
+def test_brentq_closure_matches_implicit_derivative_first_and_second_order():
+    k = 1.5
+    x = cubic_root(k)
+    dx = -x / (3 * x**2 + k)
+    assert np.isclose(tg.grad(cubic_root)(k), dx, rtol=1e-12)
+    # second order: differentiate f(x(k), k) = 0 twice
+    d2 = -(6 * x * dx**2 + 2 * dx) / (3 * x**2 + k)
+    assert np.isclose(tg.hessian(cubic_root)(k), d2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["brentq", "brenth", "ridder", "bisect", "toms748"])
+def test_bracketing_solvers_with_args(name):
+    solver = getattr(scipy.optimize, name)
+
+    def f(k, c):
+        return solver(lambda x, k, c: np.cos(x) - k * x + c, 0.0, 2.0, args=(k, c), xtol=1e-14)
+
+    k, c = 0.8, 0.1
+    x = f(k, c)
+    slope = -np.sin(x) - k
+    gk, gc = tg.grad(f, argnums=(0, 1))(k, c)
+    assert np.isclose(gk, x / slope, rtol=1e-10) and np.isclose(gc, -1.0 / slope, rtol=1e-10)
+    hk = tg.hessian(f)(k, c)
+    assert np.isclose(hk, fd(lambda kk: tg.grad(f)(kk, c), k), rtol=1e-6)
+
+
+def kepler(M, e):
+    return newton(lambda E: E - e * np.sin(E) - M, M, tol=1e-14, maxiter=100)
+
+
+def test_newton_kepler_equation_closed_form_and_second_order():
+    M, e = 1.0, 0.3
+    E = kepler(M, e)
+    dM, de = tg.grad(kepler, argnums=(0, 1))(M, e)
+    denom = 1 - e * np.cos(E)
+    assert np.isclose(dM, 1 / denom, rtol=1e-12) and np.isclose(de, np.sin(E) / denom, rtol=1e-12)
+    check_grads(kepler, (M, e), eps=1e-5, rtol=1e-6, atol=1e-8)
+
+
+def test_newton_with_fprime_and_vector_x0():
+    k = np.array([0.5, 1.0, 2.0])
+
+    def roots(k):  # elementwise x^2 = k, from x0 = 1 (vectorized Newton)
+        return so.newton(lambda x: x * x - k, np.ones(3), fprime=lambda x: 2 * x, tol=1e-14)
+
+    J = tg.jacobian(roots)(k)
+    assert np.allclose(J, np.diag(0.5 / np.sqrt(k)), rtol=1e-10, atol=1e-14)
+    check_grads(roots, (k,), eps=1e-6, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(method="brentq", bracket=[0.0, 2.0]),
+        dict(method="newton", x0=1.0, fprime=lambda x, k: 3 * x**2 + k),
+        dict(method="secant", x0=1.0, x1=0.9),
+        dict(method="halley", x0=1.0, fprime=lambda x, k: 3 * x**2 + k, fprime2=lambda x, k: 6 * x),
+    ],
+    ids=lambda o: o["method"],
+)
+def test_root_scalar_methods(options):
+    def f(k):
+        return optimize.root_scalar(lambda x, k: x**3 + k * x - 1.0, args=(k,), xtol=1e-14, **options).root
+
+    k = 1.5
+    x = f(k)
+    assert np.isclose(tg.grad(f)(k), -x / (3 * x**2 + k), rtol=1e-9)
+    assert np.isclose(tg.hessian(f)(k), fd(lambda kk: tg.grad(f)(kk), k), rtol=1e-6)
+
+
+def test_root_scalar_fprime_true_returns_value_and_derivative():
+    def f(k):
+        res = root_scalar(lambda x: (x**3 + k * x - 1.0, 3 * x**2 + k), x0=1.0, fprime=True, xtol=1e-14)
+        return res.root
+
+    assert np.isclose(tg.grad(f)(1.5), tg.grad(cubic_root)(1.5), rtol=1e-10)
+
+
+def test_brentq_full_output_root_results_is_traced():
+    def f(k):
+        x, info = brentq(lambda x: x**3 + k * x - 1.0, 0.0, 2.0, full_output=True, xtol=1e-14)
+        assert info.root is x
+        return x
+
+    assert np.isclose(tg.grad(f)(1.5), tg.grad(cubic_root)(1.5), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------- vector roots
+def circle_line(p, method="hybr"):
+    # x^2 + y^2 = r^2 and x = s y, with p = (r, s): x = r s / sqrt(1 + s^2), y = r / sqrt(1 + s^2)
+    r, s = p[0], p[1]
+    return root(lambda z: np.array([z[0] ** 2 + z[1] ** 2 - r**2, z[0] - s * z[1]]), np.array([1.0, 1.0]),
+                method=method, tol=1e-14).x
+
+
+def circle_line_exact(p):
+    r, s = p
+    return np.array([r * s, r]) / np.sqrt(1 + s**2)
+
+
+@pytest.mark.parametrize("method", ["hybr", "lm"])
+def test_root_vector_system_closed_form(method):
+    p = np.array([1.3, 0.7])
+    J = tg.jacobian(lambda p: circle_line(p, method))(p)
+    assert np.allclose(J, fd_grad(circle_line_exact, p), rtol=1e-7, atol=1e-9)
+    check_grads(lambda p: circle_line(p, method), (p,), eps=1e-5, rtol=1e-6, atol=1e-8)
+
+
+def test_fsolve_full_output_and_args():
+    def f(p):
+        x, info, ier, msg = fsolve(lambda z, r, s: [z[0] ** 2 + z[1] ** 2 - r**2, z[0] - s * z[1]],
+                                   [1.0, 1.0], args=(p[0], p[1]), full_output=True, xtol=1e-14)
+        assert ier == 1
+        return x
+
+    p = np.array([1.3, 0.7])
+    assert np.allclose(tg.jacobian(f)(p), fd_grad(circle_line_exact, p), rtol=1e-7, atol=1e-9)
+
+
+# ---------------------------------------------------------------------- minima
+A = np.array([[3.0, 0.5, 0.0], [0.5, 2.0, 0.3], [0.0, 0.3, 1.5]])
+
+
+@pytest.mark.parametrize("method", ["BFGS", "L-BFGS-B", "CG", "Newton-CG", "Nelder-Mead", "Powell", "trust-constr"])
+def test_minimize_quadratic_argmin_is_inverse_matrix(method):
+    # argmin 0.5 x'Ax - b'x = A^{-1} b: the implicit derivative is exact whatever the
+    # solver's precision, since the Hessian is constant
+    def argmin(b):
+        jac = (lambda x: A @ x - b) if method == "Newton-CG" else None
+        return minimize(lambda x: 0.5 * x @ A @ x - b @ x, np.zeros(3), method=method, jac=jac).x
+
+    b = np.array([1.0, -0.5, 0.25])
+    assert np.allclose(tg.jacobian(argmin)(b), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+
+
+def test_minimize_optimal_value_envelope_and_matrix_parameter():
+    def value(b, M):
+        return minimize(lambda x: 0.5 * x @ M @ x - b @ x, np.zeros(3), method="BFGS",
+                        options=dict(gtol=1e-12)).fun
+
+    b = np.array([1.0, -0.5, 0.25])
+    x = np.linalg.solve(A, b)
+    gb, gM = tg.grad(value, argnums=(0, 1))(b, A)
+    assert np.allclose(gb, -x, rtol=1e-7)  # envelope theorem: d f*/d b = -x*
+    assert np.allclose(gM, 0.5 * np.outer(x, x), rtol=1e-7)
+    # second order: f* = -0.5 b'A^{-1}b, so d2 f*/db2 = -A^{-1}
+    assert np.allclose(tg.hessian(value)(b, A), -np.linalg.inv(A), rtol=1e-6, atol=1e-9)
+
+
+def rosen_argmin(a):
+    # (a - x0)^2 + 10 (x1 - x0^2)^2 has its minimum at (a, a^2)
+    res = minimize(lambda x: (a - x[0]) ** 2 + 10.0 * (x[1] - x[0] ** 2) ** 2, np.array([0.0, 0.0]),
+                   method="BFGS", options=dict(gtol=1e-12))
+    return res.x
+
+
+def test_minimize_nonconvex_first_and_second_order():
+    a = 0.7
+    assert np.allclose(tg.jacobian(rosen_argmin)(a), [1.0, 2 * a], rtol=1e-6)
+    H = tg.jacobian(tg.jacobian(rosen_argmin))(a)
+    assert np.allclose(H, [0.0, 2.0], atol=1e-5)
+
+
+def test_minimize_args_jac_true_and_keywords():
+    def argmin(c):
+        def fg(x, c):
+            return np.sum((x - c) ** 2) + np.sum(x**4), 2 * (x - c) + 4 * x**3
+
+        return minimize(fun=fg, x0=np.zeros(2), args=(c,), jac=True, method="L-BFGS-B",
+                        options=dict(gtol=1e-13, ftol=1e-15)).x
+
+    c = np.array([0.3, -0.8])
+    x = argmin(c)
+    assert np.allclose(np.diag(tg.jacobian(argmin)(c)), 2 / (2 + 12 * x**2), rtol=1e-6)
+
+
+def test_minimize_active_bounds_follow_the_bound():
+    def argmin(a, lo):
+        return minimize(lambda x: np.sum((x - a) ** 2), np.array([1.0, 1.0]), method="L-BFGS-B",
+                        bounds=[(lo, None), (-5.0, 5.0)]).x
+
+    a = np.array([-1.0, 0.5])  # the first component sits on its lower bound lo = 0
+    ja, jlo = tg.jacobian(argmin, argnums=(0, 1))(a, 0.0)
+    assert np.allclose(ja, [[0.0, 0.0], [0.0, 1.0]], atol=1e-10)
+    assert np.allclose(jlo, [1.0, 0.0], atol=1e-10)
+
+
+def test_minimize_singular_hessian_is_a_clear_error():
+    def argmin(a):
+        return minimize(lambda x: (x[0] + x[1] - a) ** 2, np.zeros(2), method="BFGS").x
+
+    with pytest.raises(NonDifferentiableArgumentError, match="minimize.*Hessian.*singular"):
+        tg.jacobian(argmin)(1.0)
+
+
+def test_minimize_constraints_are_a_clear_error():
+    def argmin(a):
+        cons = [{"type": "eq", "fun": lambda x: x[0] - x[1]}]
+        return minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2), method="SLSQP", constraints=cons).x
+
+    with pytest.raises(NonDifferentiableArgumentError, match="constraints"):
+        tg.jacobian(argmin)(np.array([1.0, 2.0]))
+
+
+# ---------------------------------------------------------------------- fits
+X = np.linspace(0.0, 2.0, 9)
+Y = 2.0 * np.exp(-0.8 * X) + 0.05 * np.sin(7 * X)  # a model error: residuals do not vanish
+
+
+def test_least_squares_linear_regression_is_the_hat_matrix():
+    design = np.stack([np.ones_like(X), X, X**2], axis=1)
+
+    def fit(y):
+        return least_squares(lambda p: design @ p - y, np.zeros(3), xtol=1e-15, ftol=1e-15, gtol=1e-15).x
+
+    expected = np.linalg.solve(design.T @ design, design.T)
+    assert np.allclose(tg.jacobian(fit)(Y), expected, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("loss, method", [("linear", "lm"), ("linear", "dogbox"), ("soft_l1", "trf"), ("cauchy", "trf")])
+def test_least_squares_nonlinear_fit_exact_optimality_not_gauss_newton(loss, method):
+    def fit(y):
+        res = least_squares(lambda p, x: p[0] * np.exp(-p[1] * x) - y, np.array([1.0, 1.0]), args=(X,),
+                            loss=loss, f_scale=0.5, method=method, xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        return res.x
+
+    J = tg.jacobian(fit)(Y)
+    assert np.allclose(J, fd_grad(fit, Y), rtol=1e-5, atol=3e-6)
+    if loss == "linear":
+        # Gauss-Newton's (J'J)^{-1} J' drops the residuals' curvature: visibly different here
+        p = fit(Y)
+        jr = np.stack([np.exp(-p[1] * X), -p[0] * X * np.exp(-p[1] * X)], axis=1)
+        gauss_newton = np.linalg.solve(jr.T @ jr, jr.T)
+        assert np.max(np.abs(gauss_newton - J)) > 1e-3
+
+
+def test_least_squares_cost_and_residuals_carry_derivatives():
+    def cost(y):
+        return least_squares(lambda p: p[0] * np.exp(-p[1] * X) - y, np.array([1.0, 1.0]),
+                             xtol=1e-15, ftol=1e-15, gtol=1e-15).cost
+
+    g = tg.grad(cost)(Y)
+    assert np.allclose(g, fd_grad(cost, Y), rtol=1e-5, atol=1e-8)
+
+
+def model(x, amplitude, rate):
+    return amplitude * np.exp(-rate * x)
+
+
+def test_curve_fit_popt_and_pcov_wrt_data():
+    def popt(y):
+        return curve_fit(model, X, y, p0=[1.0, 1.0], ftol=1e-15, xtol=1e-15, gtol=1e-15)[0]
+
+    def pcov(y):
+        return curve_fit(model, X, y, p0=[1.0, 1.0], ftol=1e-15, xtol=1e-15, gtol=1e-15)[1]
+
+    assert np.allclose(tg.jacobian(popt)(Y), fd_grad(popt, Y), rtol=1e-5, atol=3e-6)
+    assert np.allclose(tg.jacobian(pcov)(Y), fd_grad(pcov, Y), rtol=1e-5, atol=1e-8)
+
+
+def test_curve_fit_sigma_bounds_and_second_order():
+    sigma = np.linspace(0.5, 1.5, X.size)
+
+    def amplitude(y):
+        p, _ = scipy.optimize.curve_fit(model, X, y, p0=[1.0, 1.0], sigma=sigma, bounds=([0.0, 0.0], [10.0, 10.0]),
+                                        ftol=1e-15, xtol=1e-15, gtol=1e-15)
+        return p[0]
+
+    g = tg.grad(amplitude)(Y)
+    assert np.allclose(g, fd_grad(amplitude, Y), rtol=1e-5, atol=3e-6)
+    H = tg.hessian(amplitude)(Y)
+    assert np.allclose(H, fd_grad(lambda y: tg.grad(amplitude)(y), Y), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- the door's guarantees
+def test_no_tracer_gives_scipy_exact_results_and_restores_code():
+    codes = {f: f.__code__ for f in (brentq, newton, root, minimize, least_squares, curve_fit)}
+    expected = (
+        brentq(lambda x: x**3 + x - 1.0, 0.0, 2.0),
+        root(lambda z: [z[0] ** 2 - 2.0, z[1] - 1.0], [1.0, 1.0]).x,
+        minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2)).x,
+        curve_fit(model, X, Y, p0=[1.0, 1.0])[0],
+    )
+    seen = []
+
+    def f(w):
+        seen.append((
+            brentq(lambda x: x**3 + x - 1.0, 0.0, 2.0),
+            root(lambda z: [z[0] ** 2 - 2.0, z[1] - 1.0], [1.0, 1.0]).x,
+            minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2)).x,
+            curve_fit(model, X, Y, p0=[1.0, 1.0])[0],
+        ))
+        return w * w
+
+    tg.grad(f)(2.0)
+    for got, want in zip(seen[0], expected):
+        assert np.array_equal(got, want) and type(got) is type(want)
+    for fun, code in codes.items():
+        assert fun.__code__ is code
+
+
+def test_callback_error_reaches_the_user_first_time_every_time():
+    def f(k):
+        return brentq(lambda x: x**3 + float(k) * x - 1.0, 0.0, 2.0)  # float() of a tracer
+
+    for _ in range(3):
+        with pytest.raises(GradientDroppedError):
+            tg.grad(f)(1.5)
+
+    class Mine(Exception):
+        pass
+
+    def g(k):
+        def fun(x):
+            raise Mine("from the callback")
+
+        return fsolve(fun, [1.0, 1.0])
+
+    for _ in range(2):
+        with pytest.raises(Mine, match="from the callback"):
+            tg.grad(lambda k: np.sum(g(k)) * k)(1.0)
+
+    def h(k):
+        return minimize(lambda x: np.sum(x**2) * k + np.exp(float(k)), np.zeros(2)).x
+
+    with pytest.raises(GradientDroppedError):
+        tg.jacobian(h)(1.0)
+
+
+def test_inputs_not_mutated():
+    x0 = np.array([1.0, 1.0])
+    y = Y.copy()
+
+    def f(y):
+        return least_squares(lambda p: p[0] * np.exp(-p[1] * X) - y, x0).x
+
+    tg.jacobian(f)(y)
+    assert np.array_equal(y, Y) and np.array_equal(x0, [1.0, 1.0])
