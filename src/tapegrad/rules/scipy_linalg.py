@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sl
 
-from ..dispatch import strip
+from ..dispatch import strip, strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
 from ._util import swap_last as _T
@@ -821,7 +821,7 @@ def _gathered(public: str, fun: Any, arrays: list, call: Any) -> Any:
     real values is checked against SciPy's own result, so a function that does
     more than copy is refused rather than differentiated wrongly.
     """
-    plain = [np.asarray(strip(x)) for x in arrays]
+    plain = [np.asarray(strip_all(x)) for x in arrays]
     expected = np.asarray(call(*plain))
     ids = np.asarray(call(*_placeholders(plain)))
     index = np.rint(np.real(ids)).astype(np.intp)
@@ -860,7 +860,7 @@ for _f in (sl.toeplitz, sl.hankel, sl.circulant, sl.block_diag, sl.leslie, sl.co
 
 
 def _companion(a):
-    sl.companion(strip(a))  # SciPy's own checks (length >= 2, a[0] != 0)
+    sl.companion(strip_all(a))  # SciPy's own checks (length >= 2, a[0] != 0)
     n = np.shape(a)[-1]
     first = -a[..., 1:] / a[..., :1]
     below = np.broadcast_to(np.eye(n - 2, n - 1, dtype=np.result_type(first)), np.shape(a)[:-1] + (n - 2, n - 1))
@@ -868,14 +868,14 @@ def _companion(a):
 
 
 def _fiedler(a):
-    expected = sl.fiedler(strip(a))
+    expected = sl.fiedler(strip_all(a))
     if np.ndim(a) == 0 or np.size(a) == 0:
         return expected
     return np.abs(a[..., :, None] - a[..., None, :])
 
 
 def _khatri_rao(a, b):
-    sl.khatri_rao(strip(a), strip(b))  # SciPy's own shape checks
+    sl.khatri_rao(strip_all(a), strip_all(b))  # SciPy's own shape checks
     out = a[..., :, None, :] * b[..., None, :, :]
     shape = np.shape(out)
     return np.reshape(out, shape[:-3] + (shape[-3] * shape[-2], shape[-1]))
@@ -1122,7 +1122,7 @@ defvjp(intercepted(sl.polar), _polar_vjp, note="real input, full rank")
 
 
 def _orthogonal_procrustes(A, B, check_finite=True):
-    sl.orthogonal_procrustes(strip(A), strip(B), check_finite=check_finite)  # SciPy's own checks
+    sl.orthogonal_procrustes(strip_all(A), strip_all(B), check_finite=check_finite)  # SciPy's own checks
     u, p = sl.polar(_T(A) @ B)  # R = U V^T of svd(A^T B) is the polar factor; scale = sum(s) = trace(p)
     return u, np.trace(p, axis1=-2, axis2=-1)
 

@@ -1,0 +1,166 @@
+"""Derivatives of scipy.spatial.transform.Rotation in SciPy's default mode (tapegrad.rules.scipy_spatial).
+
+Rotations built from traced values keep a traced quaternion; every method is
+checked against central finite differences at first and second order, with a
+batch of cotangents against single VJPs (check_grads), and against closed forms.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.spatial.transform as sst
+from scipy.spatial.transform import Rotation
+
+import tapegrad as tg
+from tapegrad.testing import check_grads
+
+rng = np.random.default_rng(11)
+V = rng.uniform(-1.0, 1.0, 3)
+VS = rng.uniform(-1.0, 1.0, (2, 3))
+P = rng.uniform(-1.0, 1.0, (4, 3))
+Q = np.append(rng.uniform(-0.5, 0.5, 3), 1.5)
+
+
+def _same(traced, plain):
+    traced = traced if isinstance(traced, tuple) else (traced,)
+    plain = plain if isinstance(plain, tuple) else (plain,)
+    for t, p in zip(traced, plain):
+        np.testing.assert_allclose(t, p, rtol=1e-13, atol=1e-14)
+        assert np.shape(t) == np.shape(p)
+
+
+CONSTRUCTORS = {
+    "from_rotvec": (lambda v: Rotation.from_rotvec(v), V),
+    "from_rotvec batch": (lambda v: sst.Rotation.from_rotvec(v), VS),
+    "from_rotvec degrees": (lambda v: Rotation.from_rotvec(40 * v, degrees=True), V),
+    "from_quat": (lambda q: Rotation.from_quat(q), Q),
+    "from_quat scalar_first": (lambda q: Rotation.from_quat(q, scalar_first=True), Q[::-1].copy()),
+    "Rotation(quat)": (lambda q: Rotation(q), Q),
+    "from_mrp": (lambda m: Rotation.from_mrp(0.4 * m), V),
+    "from_matrix": (lambda v: Rotation.from_matrix(Rotation.from_rotvec(v).as_matrix()), VS),
+    "from_euler xyz": (lambda a: Rotation.from_euler("xyz", a), V),
+    "from_euler ZXZ degrees": (lambda a: Rotation.from_euler("ZXZ", 50 * a, degrees=True), VS),
+    "from_euler one axis": (lambda a: Rotation.from_euler("y", a[0]), V),
+    "from_euler two axes": (lambda a: Rotation.from_euler("XZ", a[:2]), V),
+}
+OUTPUTS = {
+    "as_matrix": lambda r: r.as_matrix(),
+    "as_quat": lambda r: r.as_quat(),
+    "as_quat canonical scalar_first": lambda r: r.as_quat(canonical=True, scalar_first=True),
+    "as_rotvec": lambda r: r.as_rotvec(),
+    "as_rotvec degrees": lambda r: r.as_rotvec(degrees=True),
+    "as_mrp": lambda r: r.as_mrp(),
+    "as_euler xyz": lambda r: r.as_euler("xyz"),
+    "as_euler ZYX degrees": lambda r: r.as_euler("ZYX", degrees=True),
+    "as_euler zxz": lambda r: r.as_euler("zxz"),
+    "as_euler YXY": lambda r: r.as_euler("YXY"),
+    "magnitude": lambda r: r.magnitude(),
+    "inv": lambda r: r.inv().as_quat(),
+    "pow": lambda r: (r ** 0.7).as_rotvec(),
+    "apply": lambda r: r.apply(P[:1] if r.single else P[:2]),
+    "apply inverse": lambda r: r.apply(P[0], inverse=True),
+    "mul": lambda r: (r * r.inv() * Rotation.from_rotvec([0.1, -0.2, 0.3]) * r).as_rotvec(),
+}
+
+
+@pytest.mark.parametrize("make", list(CONSTRUCTORS), ids=str)
+def test_constructors(make):
+    build, x = CONSTRUCTORS[make]
+    check_grads(lambda x: build(x).as_matrix(), (x,))
+    _same(tg.vjp(lambda x: build(x).as_quat(), x)[0], build(x).as_quat())
+
+
+@pytest.mark.parametrize("out", list(OUTPUTS), ids=str)
+@pytest.mark.parametrize("x", [V, VS], ids=["single", "batch"])
+def test_methods(out, x):
+    f = lambda v: OUTPUTS[out](Rotation.from_rotvec(v))  # noqa: E731
+    check_grads(f, (x,))
+    _same(tg.vjp(f, x)[0], f(x))
+
+
+def test_apply_and_mul_with_traced_other_side():
+    r = Rotation.from_euler("zyx", [0.3, -0.2, 0.5])
+    check_grads(lambda p: r.apply(p), (P,))
+    check_grads(lambda v, p: Rotation.from_rotvec(v).apply(p, inverse=True), (V, P))
+    check_grads(lambda v: (r * Rotation.from_rotvec(v)).as_quat(), (V,))  # a plain rotation on the left
+    check_grads(lambda a, b: (Rotation.from_rotvec(a) * Rotation.from_mrp(b)).as_euler("XYZ"), (V, 0.3 * VS))
+
+
+def test_closed_forms():
+    # R_z(t) = [[cos, -sin, 0], [sin, cos, 0], [0, 0, 1]]
+    t = 0.7
+    d = tg.jacobian(lambda t: Rotation.from_euler("z", t).as_matrix())(t)
+    np.testing.assert_allclose(d, [[-np.sin(t), -np.cos(t), 0], [np.cos(t), -np.sin(t), 0], [0, 0, 0]], atol=1e-14)
+    # |rotvec| is the angle: its gradient is the unit axis.
+    np.testing.assert_allclose(tg.grad(lambda v: Rotation.from_rotvec(v).magnitude())(V), V / np.linalg.norm(V),
+                               rtol=1e-12)
+    # apply is linear in the points: its Jacobian is the matrix.
+    m = Rotation.from_rotvec(V).as_matrix()
+    np.testing.assert_allclose(tg.jacobian(lambda p: Rotation.from_rotvec(V).apply(p))(P[0]), m, atol=1e-14)
+    # as_rotvec(from_rotvec(v)) = v for |v| < pi: the identity.
+    np.testing.assert_allclose(tg.jacobian(lambda v: Rotation.from_rotvec(v).as_rotvec())(V), np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(tg.jacobian(lambda a: Rotation.from_euler("xyz", a).as_euler("xyz"))(V), np.eye(3),
+                               atol=1e-12)
+
+
+def test_batched_cotangent_jacobian_equals_stacked_vjps():
+    f = lambda v: Rotation.from_rotvec(v).apply(P).ravel()  # noqa: E731
+    jac = tg.jacobian(f)(V)
+    _, vjp = tg.vjp(f, V)
+    np.testing.assert_allclose(jac, np.stack([vjp(e)[0] for e in np.eye(jac.shape[0])]), rtol=1e-13, atol=1e-15)
+
+
+def test_hessian_matches_finite_differences_of_the_gradient():
+    f = lambda a: np.sum(Rotation.from_euler("zyx", a).apply(P) * P[::-1]) + Rotation.from_rotvec(a).magnitude()  # noqa
+    h = tg.hessian(f)(V)
+    grad = tg.grad(f)
+    eps = 1e-6
+    fd = np.stack([(grad(V + eps * e) - grad(V - eps * e)) / (2 * eps) for e in np.eye(3)])
+    np.testing.assert_allclose(h, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_no_tracer_gives_scipys_exact_results_and_nothing_stays_changed():
+    functions = [Rotation.__dict__[k] for k in ("__init__", "apply", "__mul__", "as_euler")]
+    functions += [Rotation.__dict__[k].__func__ for k in ("from_rotvec", "from_euler", "from_matrix", "from_mrp")]
+    codes = [f.__code__ for f in functions]
+    seen = {}
+
+    def f(v):
+        r = Rotation.from_euler("xyz", [0.1, 0.2, 0.3])  # plain inside a recording: SciPy's own code
+        seen["quat"] = (r * Rotation.from_rotvec([0.3, 0.0, 0.1])).as_quat()
+        seen["euler"] = r.as_euler("zyx")
+        seen["apply"] = r.apply(P)
+        return np.sum(Rotation.from_rotvec(v).as_matrix())
+
+    tg.grad(f)(V)
+    r = Rotation.from_euler("xyz", [0.1, 0.2, 0.3])
+    assert np.array_equal(seen["quat"], (r * Rotation.from_rotvec([0.3, 0.0, 0.1])).as_quat())
+    assert np.array_equal(seen["euler"], r.as_euler("zyx"))
+    assert np.array_equal(seen["apply"], r.apply(P))
+    assert [f.__code__ for f in functions] == codes
+    assert type(Rotation.from_rotvec(V)._backend).__name__ == "module"  # a fresh rotation after recording
+    assert "cy" in Rotation.from_rotvec(V)._backend.__name__
+
+
+def test_scipys_checks_and_warnings_are_kept():
+    with pytest.raises(ValueError, match="Expected axis specification"):
+        tg.grad(lambda a: np.sum(Rotation.from_euler("xyzx", a).as_quat()))(np.ones(4))
+    with pytest.raises(ValueError):
+        tg.grad(lambda q: np.sum(Rotation.from_quat(q).as_quat()))(np.ones(3))
+    with pytest.raises(ValueError, match="zero norm"):
+        tg.grad(lambda q: np.sum(Rotation.from_quat(q).as_quat()))(np.zeros(4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tg.grad(lambda a: np.sum(Rotation.from_euler("xyz", a).as_euler("xyz")))(np.array([0.1, np.pi / 2, 0.2]))
+    assert any("Gimbal lock" in str(w.message) for w in caught)
+
+
+def test_inputs_not_mutated_and_lists_of_tracers():
+    q = Q.copy()
+    tg.grad(lambda q: np.sum(Rotation.from_quat(q).as_rotvec()))(q)
+    assert np.array_equal(q, Q)
+    g = tg.grad(lambda v: np.sum(Rotation.from_quat([v[0], v[1], 0.3, 1.0]).as_rotvec()))(V)
+    eps = 1e-6
+    f = lambda v: np.sum(Rotation.from_quat([v[0], v[1], 0.3, 1.0]).as_rotvec())  # noqa: E731
+    np.testing.assert_allclose(g, [(f(V + eps * e) - f(V - eps * e)) / (2 * eps) for e in np.eye(3)], atol=1e-8)
