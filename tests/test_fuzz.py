@@ -100,7 +100,31 @@ SINGULAR = {
     "guarded_div": lambda v: np.sin(v) / np.where(v == 0, 1.0, v),
     "log_guard": lambda v: np.log(np.maximum(v, 1e-300)) * 0.01,
     "arcsin_clip": lambda v: np.arcsin(np.clip(v, -1, 1)),
+    # Values computed in full and then thrown away (strong zeros, see docs/limits.md):
+    "overwrite_after_div": lambda v: _overwrite_after_division(v),
+    "where_quotient": lambda v: np.where(np.maximum(v, 0) != 0, v / np.maximum(v, 0), 0.0),
+    "nan_to_num_sqrt": lambda v: np.nan_to_num(np.sqrt(v)),
+    "isfinite_log": lambda v: _masked_by(np.log(np.maximum(v, 0)), np.isfinite),
+    "isnan_sqrt": lambda v: np.where(np.isnan(np.sqrt(v)), 0.0, np.sqrt(v)),
+    "guarded_log": lambda v: np.where(v > 0, np.log(np.maximum(v, 0)), 0.0),
+    "guarded_arcsin": lambda v: np.where(np.abs(v) < 1, np.arcsin(v), 0.0),
+    "guarded_exp": lambda v: np.where(v < 1.0, np.exp(v * 800.0), 0.0),
 }
+
+
+def _overwrite_after_division(v):
+    """scikit-learn's incremental mean: a quotient that is 0/0 where the count is 0, then overwritten."""
+    count = np.zeros_like(v) + (v > 0)
+    out = v / count
+    if np.ndim(out):
+        empty = count == 0
+        out[empty] = np.sin(v)[empty]
+        return out
+    return np.sin(v) if count == 0 else out
+
+
+def _masked_by(value, keep):
+    return np.where(keep(value), value, 0.0)
 
 
 def _write_scaled(x):
@@ -423,3 +447,30 @@ def test_a_branch_switch_within_the_step_is_discarded_not_compared():
     for k in (0, 1):
         assert float(grads[k]) == pytest.approx(float(_fd_directional(loss, (x, y), k, one, eps=1e-4)), rel=1e-6)
         assert abs(float(_fd_directional(loss, (x, y), k, one))) > 1e5  # the jump, seen by the small step
+
+
+@fuzz_settings
+@given(hostile_programs())
+def test_hostile_program_is_finite_where_finite_differences_are(program):
+    # Masked singularities only (no non-finite inputs): the gradient and u.H.u must be
+    # finite wherever the central differences are, and equal to them there.
+    shape, other, steps, seed, writes, _ = program
+    x, y = _inputs(shape, other, seed)
+    f = build(steps)
+    loss = lambda x, y: np.sum(f(x, y))  # noqa: E731
+    rng = np.random.default_rng(seed + 3)
+    u = rng.standard_normal(x.shape)
+    with np.errstate(all="ignore"):
+        fd = _smooth_fd(loss, (x, y), 0, u)
+        assume(np.isfinite(fd))
+        grad = tg.grad(loss)(x, y)
+        assert np.isfinite(np.sum(grad * u))
+        assert np.sum(grad * u) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+        def directional_gradient(x):
+            return np.sum(tg.grad(loss)(x, y) * u)
+
+        fd2 = _smooth_fd(directional_gradient, (x,), 0, u)
+        assume(np.isfinite(fd2))
+        uhu = np.sum(tg.grad(directional_gradient)(x) * u)
+        assert uhu == pytest.approx(fd2, rel=1e-4, abs=1e-5)

@@ -266,3 +266,18 @@ def test_dask_cotangents_have_strong_zeros():
         g = tg.grad(f)(x)
         assert isinstance(g, da.Array)
         np.testing.assert_array_equal(g.compute(), tg.grad(f)(X))
+
+
+@pytest.mark.parametrize("x0", [1.5, -0.7, np.array(1.5), np.array(-2.0)])
+def test_zero_dimensional_inputs(x0):
+    # A 0-d result of the sweep can be a NumPy scalar: it is looked at too.
+    def f(v):
+        return np.where(np.abs(v) < 1, np.arcsin(v), 0.0) + np.where(v > 0, np.sqrt(v), 0.0)
+
+    with np.errstate(all="ignore"):
+        g = tg.grad(f)(x0)
+        h = tg.hessian(f)(x0)
+        v = float(x0)
+        fd = (f(v + 1e-6) - f(v - 1e-6)) / 2e-6
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+        assert np.isfinite(h)

@@ -337,6 +337,8 @@ def strong_zeros(mode: str = "on") -> Iterator[None]:
 def _has_nan(value: Any) -> bool:
     """Whether a result of the sweep holds NaN (a tracer is looked at through its value)."""
     raw = strip(value)
+    if isinstance(raw, np.generic):  # a 0-d result can be a NumPy scalar
+        return raw.dtype.kind in "fc" and bool(np.isnan(raw))
     if type(raw) is not np.ndarray or raw.dtype.kind not in "fc":
         return False  # Dask and co. never get here (their sweeps start with strong zeros)
     flat = raw.ravel()
