@@ -192,12 +192,27 @@ def _run(case: tuple) -> tuple:
     return case, status, detail, time.perf_counter() - start
 
 
-def sweep(jobs: int = 1, only: Tuple[str, ...] = ()) -> List[tuple]:
+def sweep(jobs: int = 1, only: Tuple[str, ...] = (), verbose: bool = False) -> List[tuple]:
+    """Run every case (in ``jobs`` processes); results in the order of :func:`cases`."""
     todo = cases(only)
+    order = {c[0] + c[3] + c[4]: i for i, c in enumerate(todo)}
+    results = []
+
+    def report(result):
+        results.append(result)
+        (name, _, _, method, param), status, detail, seconds = result
+        if verbose and (status != "pass" or seconds > 5):
+            print(f"{status:8s} {name}.{method} [{param}] {seconds:.1f}s {detail[:160]}", flush=True)
+
     if jobs > 1:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            return pool.map(_run, todo, chunksize=1)
-    return [_run(c) for c in todo]
+            for result in pool.imap_unordered(_run, todo, chunksize=1):
+                report(result)
+    else:
+        for case in todo:
+            report(_run(case))
+    results.sort(key=lambda r: order[r[0][0] + r[0][3] + r[0][4]])
+    return results
 
 
 STATUSES = ("pass", "first", "error", "fd-noise", "timeout", "skip", "wrong")
@@ -261,10 +276,7 @@ def main(argv: List[str] = None) -> int:
     args = parser.parse_args(argv)
     only = tuple(n for n in args.only.split(",") if n)
     start = time.time()
-    results = sweep(args.jobs, only)
-    for (name, _, _, method, param), status, detail, seconds in results:
-        if status != "pass":
-            print(f"{status:8s} {name}.{method} [{param}] {detail[:160]}")
+    results = sweep(args.jobs, only, verbose=True)
     counts = {s: sum(1 for r in results if r[1] == s) for s in STATUSES}
     if not args.no_docs and not only:
         write_docs(results)

@@ -92,16 +92,32 @@ defvjp(with_value, lambda g, ans, traced, exact: g, None)
 
 
 def _gather(v: Any, shape: tuple, cond: np.ndarray) -> Any:
-    """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d)."""
-    return np.broadcast_to(v, shape)[cond]
+    """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d).
+
+    Flattened first, so that a 0-d call is indexed like any other.
+    """
+    return np.reshape(np.broadcast_to(v, shape), (-1,))[np.ravel(cond)]
 
 
 def _scatter(vals: Any, cond: np.ndarray, fill: np.ndarray) -> Any:
     """``fill`` with ``vals`` written where ``cond`` holds, traced like ``vals``."""
-    base = np.where(cond, 0.0, fill)
-    out = np.zeros_like(vals, shape=cond.shape) + base
-    out[cond] = vals
-    return out
+    return _assemble(cond.shape, [(cond, vals)], fill)
+
+
+def _assemble(shape: tuple, pieces: Sequence[tuple], fill: np.ndarray) -> Any:
+    """``fill`` (float64, of ``shape``) with each traced piece's values written where its mask holds.
+
+    The entries a piece covers start at 0 rather than SciPy's value there, so no
+    ``inf`` or ``nan`` meets the arithmetic of the traced result.
+    """
+    flat = np.ravel(np.broadcast_to(fill, shape)).astype(np.float64)
+    pieces = [(np.ravel(np.broadcast_to(m, shape)), v) for m, v in pieces if _traced(v)]
+    for mask, _ in pieces:
+        flat = np.where(mask, 0.0, flat)
+    out = np.zeros_like(pieces[0][1], shape=flat.shape) + flat
+    for mask, vals in pieces:
+        out[mask] = vals
+    return np.reshape(out, shape)
 
 
 def _result(traced: Any, exact: Any) -> Any:
@@ -157,6 +173,27 @@ def _check_integral(dist: Any, method: str, shapes: tuple, shv: tuple) -> None:
 
 
 # ---------------------------------------------------------------- primitives in the standardized x
+def _density(dist: Any, z: Any, shapes: Sequence[Any], log: bool = False, mass: bool = False) -> Any:
+    """The standardized (log-)density, from whichever of ``_pdf`` / ``_logpdf`` can be traced.
+
+    Some distributions compute one of the two in compiled code (``beta._pdf``,
+    ``binom._pmf``) and the other in NumPy: on tracers the other one is used (the
+    same function).  ``mass``: ``_pmf`` / ``_logpmf`` of a discrete distribution.
+    """
+    plain, logged = (dist._pmf, dist._logpmf) if mass else (dist._pdf, dist._logpdf)
+    first, second = (logged, plain) if log else (plain, logged)
+    if not any(_traced(v) for v in (z, *shapes)):
+        return first(z, *shapes)
+    try:
+        return first(z, *shapes)
+    except TapegradError as exc:
+        try:
+            other = second(z, *shapes)
+        except Exception:
+            raise exc from None
+        return np.log(other) if log else np.exp(other)
+
+
 def _tail_impl(dist: Any, method: str, z: Any, shapes: tuple) -> Any:
     return getattr(dist, "_" + method)(z, *shapes)
 
@@ -164,10 +201,10 @@ def _tail_impl(dist: Any, method: str, z: Any, shapes: tuple) -> Any:
 def _tail_vjp(g: Any, ans: Any, dist: Any, method: str, z: Any, shapes: tuple) -> Any:
     # d cdf/dz = pdf, d sf/dz = -pdf, d log cdf/dz = pdf / cdf = exp(logpdf - logcdf).
     if method == "cdf":
-        return g * dist._pdf(z, *shapes)
+        return g * _density(dist, z, shapes)
     if method == "sf":
-        return -g * dist._pdf(z, *shapes)
-    ratio = np.exp(dist._logpdf(z, *shapes) - ans)
+        return -g * _density(dist, z, shapes)
+    ratio = np.exp(_density(dist, z, shapes, log=True) - ans)
     return g * ratio if method == "logcdf" else -g * ratio
 
 
@@ -181,7 +218,7 @@ def _quantile_impl(dist: Any, method: str, q: Any, shapes: tuple) -> Any:
 
 def _quantile_vjp(g: Any, ans: Any, dist: Any, method: str, q: Any, shapes: tuple) -> Any:
     # cdf(ppf(q)) = q: d ppf/dq = 1 / pdf(ppf(q)); sf(isf(q)) = q: d isf/dq = -1 / pdf(isf(q)).
-    density = dist._pdf(ans, *shapes)
+    density = _density(dist, ans, shapes)
     return g / density if method == "ppf" else -g / density
 
 
@@ -204,7 +241,7 @@ def _newton_quantile(dist: Any, method: str, q: Any, shapes: Sequence[Any], shap
     z = z0
     for _ in range(2):
         residual = tail(z, *shapes) - q - offset
-        z = z - residual / (sign * dist._pdf(z, *shapes))
+        z = z - residual / (sign * _density(dist, z, shapes))
     return z
 
 
@@ -226,7 +263,8 @@ def _continuous_rule(method: str) -> Callable[..., Any]:
         if traced_shapes:
             _check_integral(self, method, shapes, shv)
 
-        cond0 = self._argcheck(*shv) & (sv > 0)
+        # _argcheck may answer 1 for "always valid": a mask must be boolean, never an index.
+        cond0 = np.asarray(self._argcheck(*shv), dtype=bool) & (sv > 0)
         boundary = []  # (mask, bound) entries whose value is a support bound * scale + loc
         if method in ("ppf", "isf"):
             cond0 = cond0 & (lv == lv)
@@ -251,16 +289,7 @@ def _continuous_rule(method: str) -> Callable[..., Any]:
                 pieces.append((mask, _bound_entries(self, method, loc, scale, shapes, mask, end)))
         if not any(_traced(v) for _, v in pieces):
             return _constant(exact, refs)
-        fill = np.asarray(exact, dtype=np.float64)
-        for mask, _ in pieces:
-            fill = np.where(mask, 0.0, fill)
-        out = None
-        for mask, vals in pieces:
-            if not _traced(vals):
-                continue
-            if out is None:
-                out = np.zeros_like(vals, shape=shape) + fill
-            out[mask] = vals
+        out = _assemble(shape, pieces, np.asarray(exact, dtype=np.float64))
         return _result(out, exact)
 
     impl.__name__ = f"{method}_rule"
@@ -289,9 +318,9 @@ def _valid_entries(
         if np.result_type(z) != np.float64:
             z = z.astype(np.float64)
         if method == "pdf":
-            return self._pdf(z, *shs) / ss
+            return _density(self, z, shs) / ss
         if method == "logpdf":
-            return self._logpdf(z, *shs) - np.log(ss)
+            return _density(self, z, shs, log=True) - np.log(ss)
         if traced_shapes:
             return getattr(self, "_" + method)(z, *shs)
         return _tail(self, method, z, shs0)
@@ -359,7 +388,7 @@ def _discrete_rule(method: str) -> Callable[..., Any]:
             _check_integral(self, method, shapes, shv)
         a, b = self._get_support(*shv)
         kk = np.asarray(kv - lv)
-        cond0 = self._argcheck(*shv)
+        cond0 = np.asarray(self._argcheck(*shv), dtype=bool)
         if method in ("pmf", "logpmf"):
             cond1 = (kk >= a) & (kk <= b)
             if not isinstance(self, _rv_sample):
@@ -376,7 +405,10 @@ def _discrete_rule(method: str) -> Callable[..., Any]:
         ks = _gather(kk, shape, cond)
         shs = tuple(_gather(s, shape, cond) for s in shapes)
         try:
-            vals = getattr(self, "_" + method)(ks, *shs)
+            if method in ("pmf", "logpmf"):
+                vals = _density(self, ks, shs, log=method == "logpmf", mass=True)
+            else:
+                vals = getattr(self, "_" + method)(ks, *shs)
         except Exception as exc:
             raise _cannot(self, method, [names[i] for i in traced_shapes], exc) from exc
         if not _traced(vals):

@@ -35,14 +35,21 @@ def _assemble(shape: tuple, dtype: Any, pieces: Sequence[tuple], base: Any) -> A
     Pieces are written in order (a later one wins, as with ``np.place``); an entry
     overwritten keeps no derivative of what was there before.
     """
+    # Flat, so that a 0-d call is indexed like any other.
+    size = int(np.prod(shape))
     ref = _highest([v for _, v in pieces] + [base])
+    flat_base = np.reshape(np.broadcast_to(base, shape), (size,))
     if ref is None:
-        out = np.array(np.broadcast_to(base, shape), dtype=dtype)
+        out = np.array(flat_base, dtype=dtype)
     else:
-        out = np.zeros_like(ref, shape=shape, dtype=dtype) + np.broadcast_to(base, shape)
+        out = np.zeros_like(ref, shape=(size,), dtype=dtype) + flat_base
     for mask, values in pieces:
-        out[mask] = values
-    return out
+        out[np.ravel(mask)] = values
+    return np.reshape(out, shape)
+
+
+def _flat(a: Any, shape: tuple) -> Any:
+    return np.reshape(np.broadcast_to(a, shape), (-1,))
 
 
 def _apply_where(
@@ -65,13 +72,13 @@ def _apply_where(
         shapes.append(np.shape(fill_value))
     shape = np.broadcast_shapes(*shapes)
     cond = np.broadcast_to(cond, shape)
-    args_ = [np.broadcast_to(a, shape) for a in args_]
-    temp1 = f1(*(a[cond] for a in args_))
+    args_ = [_flat(a, shape) for a in args_]
+    temp1 = f1(*(a[np.ravel(cond)] for a in args_))
     if f2 is None:
         dtype = np.result_type(strip(temp1), strip(fill_value))
         return _assemble(shape, dtype, [(cond, temp1)], fill_value)
     ncond = ~cond
-    temp2 = f2(*(a[ncond] for a in args_))
+    temp2 = f2(*(a[np.ravel(ncond)] for a in args_))
     dtype = np.result_type(strip(temp1), strip(temp2))
     return _assemble(shape, dtype, [(ncond, temp2), (cond, temp1)], np.zeros((), dtype))
 
@@ -80,14 +87,14 @@ def _lazyselect(condlist: Sequence[Any], choicelist: Sequence[Callable[..., Any]
                 default: Any = 0) -> Any:
     """Traced ``_lazyselect``: like ``np.select``, each choice evaluated only where chosen."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-    arrays = [np.broadcast_to(a, shape) for a in arrays]
     tcode = np.mintypecode([np.result_type(strip(a)).char for a in arrays])
+    arrays = [_flat(a, shape) for a in arrays]
     pieces = []
     for func, cond in zip(choicelist, condlist):
         if np.all(cond is False):
             continue
         cond = np.broadcast_to(np.asarray(strip(cond), dtype=bool), shape)
-        pieces.append((cond, func(*(a[cond] for a in arrays))))
+        pieces.append((cond, func(*(a[np.ravel(cond)] for a in arrays))))
     return _assemble(shape, np.dtype(tcode), pieces, default)
 
 
