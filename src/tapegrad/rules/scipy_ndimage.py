@@ -628,3 +628,445 @@ defcomposite(
     _gaussian_gradient_magnitude,
     note="sqrt of a sum of squares: subgradient 0 where the magnitude is 0",
 )
+
+
+# ================================================================== interpolation
+# map_coordinates, zoom, shift and affine_transform are, as SciPy computes them,
+#   prefilter (spline_filter, linear: per axis, a matrix read from SciPy), then
+#   sum over the taps of prod_axis beta_order(cc - tap) * coefficient[mapped tap],
+# with SciPy's boundary rules (ni_interpolation.c) for the point and its taps.
+# The composite below computes that sum with traced NumPy calls: a gather of the
+# coefficients (its VJP is the scatter-add, the exact adjoint in the input) times
+# B-spline weights that are polynomials of the coordinates (their derivative).
+# The value returned is SciPy's own, bit for bit; the traced sum only lends it
+# its derivatives (value + (traced - value_of_traced), whose second term is 0).
+_sp_spline_filter1d = _nd.spline_filter1d
+_sp_map_coordinates = _nd.map_coordinates
+_sp_zoom = _nd.zoom
+_sp_shift = _nd.shift
+_sp_affine_transform = _nd.affine_transform
+
+#: Longest line whose spline prefilter is differentiated (its dense n x n matrix is kept).
+MAX_SPLINE_LINE = 4096
+
+
+@functools.lru_cache(maxsize=64)
+def _spline_matrix(n: int, order: int, mode: str) -> np.ndarray:
+    """The matrix of SciPy's 1-D spline prefilter on ``n`` samples (column j: the filter of e_j)."""
+    m = _sp_spline_filter1d(np.eye(n), order, axis=0, output=np.float64, mode=mode)
+    m.flags.writeable = False
+    return m
+
+
+def _spline1d_raw(x, order, axis, mode):
+    return _sp_spline_filter1d(x, order, axis, np.float64, mode)
+
+
+spline1d_p = primitive(_spline1d_raw)
+
+
+def _spline1d_vjp(g, ans, x, order, axis, mode):
+    n = np.shape(x)[axis]
+    m = _spline_matrix(n, order, mode)
+    last = np.moveaxis(g, axis, -1) @ m.astype(np.result_type(strip(g), np.float64), copy=False)
+    return np.moveaxis(last, -1, axis)
+
+
+defvjp(spline1d_p, _spline1d_vjp, CONSTANT_ARG, CONSTANT_ARG, CONSTANT_ARG, note="transpose of SciPy's prefilter matrix")
+
+
+def _spline_filter1d(input, order=3, axis=-1, output=np.float64, mode="mirror"):
+    for arg, value in (("order", order), ("axis", axis), ("mode", mode)):
+        _constant("spline_filter1d", arg, value)
+    if order < 0 or order > 5:
+        raise RuntimeError("spline order not supported")
+    x = _as_array(input)
+    if np.iscomplexobj(strip(x)):
+        dtype = _output_dtype("spline_filter1d", output, strip(x), complex_output=True)
+        re = _spline_filter1d(np.real(x), order, axis, np.float64, mode)
+        im = _spline_filter1d(np.imag(x), order, axis, np.float64, mode)
+        return _cast(re + 1j * im, dtype)
+    dtype = _output_dtype("spline_filter1d", output, strip(x))
+    if order in (0, 1):
+        return _copy_as(x, dtype)
+    ndim = np.ndim(x)
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    axis = axis % ndim - ndim  # negative: the VJP's cotangent has leading batch axes
+    n = np.shape(x)[axis]
+    if n > MAX_SPLINE_LINE:
+        raise NonDifferentiableArgumentError(
+            f"scipy.ndimage spline prefilter: tapegrad differentiates lines of at most {MAX_SPLINE_LINE} samples "
+            f"(this one has {n}): its adjoint is the transposed {n} x {n} prefilter matrix. "
+            "Use order=1 or prefilter=False, or raise tapegrad.rules.scipy_ndimage.MAX_SPLINE_LINE."
+        )
+    return _cast(spline1d_p(x, order, axis, mode), dtype)
+
+
+def _spline_filter(input, order=3, output=np.float64, mode="mirror"):
+    _constant("spline_filter", "order", order)
+    if order < 2 or order > 5:
+        raise RuntimeError("spline order not supported")
+    x = _as_array(input)
+    complex_output = np.iscomplexobj(strip(x))
+    dtype = _output_dtype("spline_filter", output, strip(x), complex_output=complex_output)
+    if np.ndim(x) == 0:
+        return _copy_as(x, dtype)
+    y = x
+    for axis in range(np.ndim(x)):
+        y = _spline_filter1d(y, order, axis, dtype, mode)
+    return y
+
+
+defcomposite(intercepted(_nd.spline_filter1d), _spline_filter1d)
+defcomposite(intercepted(_nd.spline_filter), _spline_filter)
+
+
+# ------------------------------------------------------------------ SciPy's boundary rules
+_MODE_CODES = {"nearest": 0, "wrap": 1, "reflect": 2, "grid-mirror": 2, "mirror": 3, "constant": 4, "grid-wrap": 5, "grid-constant": 6}
+_NEAREST, _WRAP, _REFLECT, _MIRROR, _CONSTANT, _GRID_WRAP, _GRID_CONSTANT = 0, 1, 2, 3, 4, 5, 6
+
+
+def _mode_code(mode: Any) -> int:
+    try:
+        return _MODE_CODES[mode]
+    except (KeyError, TypeError):
+        return _ni_support._extend_mode_to_code(mode)  # SciPy's own error
+
+
+def _map_coordinate(x: np.ndarray, n: int, mode: int) -> tuple:
+    """SciPy's ``map_coordinate`` (ni_interpolation.c) on an array: the mapped value and its slope (+1, -1, 0).
+
+    A mapped value of -1 with slope 0 means "outside, use cval" ('constant').
+    """
+    x = np.array(x, dtype=np.float64)
+    slope = np.ones_like(x)
+    low, high = x < 0, x > n - 1
+    trunc = np.trunc
+    if mode in (_NEAREST, _CONSTANT):
+        x[low] = 0 if mode == _NEAREST else -1
+        x[high] = n - 1 if mode == _NEAREST else -1
+        slope[low | high] = 0.0
+        return x, slope
+    if n <= 1:
+        x[low | high] = 0.0
+        slope[low | high] = 0.0
+        return x, slope
+    v = x[low]
+    s = np.ones_like(v)
+    if mode == _MIRROR:
+        sz2 = 2 * n - 2
+        v = sz2 * trunc(-v / sz2) + v
+        flip = ~(v <= 1 - n)
+        v = np.where(flip, -v, v + sz2)
+        s = np.where(flip, -1.0, 1.0)
+    elif mode == _REFLECT:
+        sz2 = 2 * n
+        far = v < -sz2
+        v = np.where(far, sz2 * trunc(-v / sz2) + v, v)
+        flip = ~(v < -n)
+        v = np.where(flip, np.where(v > -1e-15, 1e-15, -v) - 1, v + sz2)
+        s = np.where(flip, -1.0, 1.0)
+    elif mode == _WRAP:
+        sz = n - 1
+        v = v + sz * (trunc(-v / sz) + 1)
+    elif mode == _GRID_WRAP:
+        v = v + n * (trunc((-1 - v) / n) + 1)
+    x[low], slope[low] = v, s
+    v = x[high]
+    s = np.ones_like(v)
+    if mode == _MIRROR:
+        sz2 = 2 * n - 2
+        v = v - sz2 * trunc(v / sz2)
+        flip = v >= n
+        v = np.where(flip, sz2 - v, v)
+        s = np.where(flip, -1.0, 1.0)
+    elif mode == _REFLECT:
+        sz2 = 2 * n
+        v = v - sz2 * trunc(v / sz2)
+        flip = v >= n
+        v = np.where(flip, sz2 - v - 1, v)
+        s = np.where(flip, -1.0, 1.0)
+    elif mode == _WRAP:
+        sz = n - 1
+        v = v - sz * trunc(v / sz)
+    elif mode == _GRID_WRAP:
+        v = v - n * trunc(v / n)
+    x[high], slope[high] = v, s
+    return x, slope
+
+
+def _bspline(order: int, t: Any) -> Any:
+    """The centred cardinal B-spline of degree ``order`` at ``t`` (|t| below its half support)."""
+    u = np.abs(t)
+    ur = np.abs(strip(t))
+    if order == 0:
+        return np.ones_like(u)
+    if order == 1:
+        return 1.0 - u
+    if order == 2:
+        return np.where(ur < 0.5, 0.75 - u * u, 0.5 * (1.5 - u) ** 2)
+    if order == 3:
+        return np.where(ur < 1.0, 2.0 / 3.0 - u * u + 0.5 * u**3, (2.0 - u) ** 3 / 6.0)
+    if order == 4:
+        inner = 115.0 / 192.0 - 0.625 * u * u + 0.25 * u**4
+        middle = (55.0 + 20.0 * u - 120.0 * u * u + 80.0 * u**3 - 16.0 * u**4) / 96.0
+        outer = (2.5 - u) ** 4 / 24.0
+        return np.where(ur < 0.5, inner, np.where(ur < 1.5, middle, outer))
+    inner = 11.0 / 20.0 - 0.5 * u * u + 0.25 * u**4 - u**5 / 12.0
+    middle = 17.0 / 40.0 + 0.625 * u - 1.75 * u * u + 1.25 * u**3 - 0.375 * u**4 + u**5 / 24.0
+    outer = (3.0 - u) ** 5 / 120.0
+    return np.where(ur < 1.0, inner, np.where(ur < 2.0, middle, outer))
+
+
+def _interpolate(coef: Any, coords: list, order: int, mode: str, cval: Any, npad: int) -> Any:
+    """SciPy's spline interpolation of ``coef`` (already prefiltered) at ``coords``, traced.
+
+    ``coords`` holds one array per axis of ``coef`` (all of one shape).  Values agree
+    with SciPy's to rounding; derivatives in ``coef``, ``coords`` and ``cval`` are exact.
+    """
+    code = _mode_code(mode)
+    shape = np.shape(coef)
+    taps = order + 1
+    flat = 0
+    weight = 1.0
+    outside_tap = None  # 'grid-constant': taps that read cval
+    outside_point = None  # 'constant': points that are cval
+    strides = np.cumprod((1,) + shape[::-1])[-2::-1]
+    spline_code = _MIRROR if code in (_CONSTANT, _WRAP) else code
+    for k, (c, n) in enumerate(zip(coords, shape)):
+        raw = np.asarray(strip(c), dtype=np.float64).ravel() + npad
+        if code in (_GRID_CONSTANT, _NEAREST):
+            cc_raw, slope = raw, np.ones_like(raw)
+        else:
+            cc_raw, slope = _map_coordinate(raw, n, code)
+        if code == _CONSTANT:
+            out = cc_raw <= -1.0
+            outside_point = out if outside_point is None else (outside_point | out)
+        # The traced coordinate: SciPy's mapped value, with the mapping's slope.
+        cc = cc_raw
+        if type(c) is Tracer:
+            cc = cc_raw + slope * (np.reshape(c, (-1,)) - np.reshape(strip(c), (-1,)))
+        start = np.floor(cc_raw) if order & 1 else np.floor(cc_raw + 0.5)
+        start = start.astype(np.intp) - order // 2
+        idx = start[:, None] + np.arange(taps)  # (points, taps) along this axis
+        w = _bspline(order, cc[:, None] - idx) if order > 0 else np.ones(idx.shape)
+        if code == _GRID_CONSTANT:
+            out = (idx < 0) | (idx >= n)
+            mapped = np.clip(idx, 0, n - 1)
+        else:
+            mapped = _map_coordinate(idx.astype(np.float64), n, spline_code)[0].astype(np.intp)
+            if code == _CONSTANT:
+                mapped = np.clip(mapped, 0, n - 1)  # points outside are replaced by cval below
+            out = None
+        # Combine with the axes before: (points, taps ** k) x (points, taps) -> (points, taps ** (k + 1)).
+        expand = (slice(None), slice(None), None)
+        flat = (np.reshape(flat, (len(raw), -1))[expand] if k else 0) + (mapped * strides[k])[:, None, :]
+        flat = np.reshape(flat, (len(raw), -1))
+        weight = w if k == 0 else np.reshape(np.reshape(weight, (len(raw), -1))[expand] * w[:, None, :], (len(raw), -1))
+        if code == _GRID_CONSTANT:
+            if outside_tap is None:
+                outside_tap = out
+            else:
+                outside_tap = np.reshape(outside_tap[expand] | out[:, None, :], (len(raw), -1))
+    values = np.reshape(coef, (-1,))[flat]
+    if outside_tap is not None and outside_tap.any():
+        values = np.where(outside_tap, cval, values)
+    result = np.sum(weight * values, axis=-1)
+    if outside_point is not None and outside_point.any():
+        result = np.where(outside_point, cval, result)
+    return np.reshape(result, np.shape(coords[0]))
+
+
+def _prepad(x: Any, mode: str, cval: Any) -> tuple:
+    if mode == "nearest":
+        return np.pad(x, 12, mode="edge"), 12
+    if mode == "grid-constant":
+        return np.pad(x, 12, mode="constant", constant_values=cval), 12
+    return x, 0
+
+
+def _with_value(value: np.ndarray, traced: Any) -> Any:
+    """SciPy's ``value``, carrying the derivatives of ``traced`` (which equals it to rounding)."""
+    if not _is_traced(traced):
+        return value
+    return value + (traced - strip(traced)).astype(value.dtype)
+
+
+def _interpolation(name: str, x: Any, coords_of: Callable[[Any], list], scipy_call: Callable[..., Any], order: int, mode: str, cval: Any, prefilter: bool, dtype: np.dtype) -> Any:
+    """The traced interpolation shared by map_coordinates, zoom, shift and affine_transform."""
+    if order > 1 and prefilter:
+        padded, npad = _prepad(x, mode, cval)
+        coef = _spline_filter(padded, order, np.float64, mode)
+    else:
+        coef, npad = x, 0
+    value = np.asarray(scipy_call(strip(x), strip(cval)))
+    traced = _interpolate(coef, coords_of(x), order, mode, cval, npad)
+    return _with_value(value.astype(dtype, copy=False), traced)
+
+
+def _check_order(order: Any) -> int:
+    if order < 0 or order > 5:
+        raise RuntimeError("spline order not supported")
+    return int(order)
+
+
+def _interp_complex(fun: Callable[..., Any], x: Any, cval: Any, dtype: np.dtype) -> Any:
+    return _cast(fun(np.real(x), np.real(cval)) + 1j * fun(np.imag(x), np.imag(cval)), dtype)
+
+
+def _map_coordinates(input, coordinates, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    for arg, value in (("order", order), ("mode", mode), ("prefilter", prefilter)):
+        _constant("map_coordinates", arg, value)
+    order = _check_order(order)
+    x, coords = _as_array(input), _as_array(coordinates)
+    if np.iscomplexobj(strip(coords)):
+        raise TypeError("Complex type not supported")
+    out_shape = np.shape(coords)[1:]
+    if np.ndim(x) < 1 or len(out_shape) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    if np.shape(coords)[0] != np.ndim(x):
+        raise RuntimeError("invalid shape for coordinate array")
+    complex_output = np.iscomplexobj(strip(x))
+    dtype = _output_dtype("map_coordinates", output, strip(x), complex_output=complex_output)
+    if complex_output:
+        return _interp_complex(lambda part, c: _map_coordinates(part, coords, None, order, mode, c, prefilter), x, cval, dtype)
+
+    def scipy_call(raw, c):
+        return _sp_map_coordinates(raw, strip(coords), dtype, order, mode, c, prefilter)
+
+    return _interpolation("map_coordinates", x, lambda x: [coords[k] for k in range(np.ndim(x))], scipy_call, order, mode, cval, prefilter, dtype)
+
+
+def _grid(shape: tuple) -> list:
+    return [np.reshape(np.arange(n, dtype=np.float64), (-1,) + (1,) * (len(shape) - k - 1)) * np.ones(shape) for k, n in enumerate(shape)]
+
+
+def _shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    for arg, value in (("order", order), ("mode", mode), ("prefilter", prefilter)):
+        _constant("shift", arg, value)
+    order = _check_order(order)
+    x = _as_array(input)
+    if np.ndim(x) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    complex_output = np.iscomplexobj(strip(x))
+    dtype = _output_dtype("shift", output, strip(x), complex_output=complex_output)
+    if complex_output:
+        return _interp_complex(lambda part, c: _shift(part, shift, None, order, mode, c, prefilter), x, cval, dtype)
+    shifts = _as_array(shift)
+    shifts = shifts * np.ones(np.ndim(x)) if np.ndim(shifts) == 0 else shifts
+    if np.shape(shifts) != (np.ndim(x),):
+        raise RuntimeError("sequence argument must have length equal to input rank")
+
+    def coords_of(x):
+        grid = _grid(np.shape(x))
+        return [g + (-shifts[k]) for k, g in enumerate(grid)]  # SciPy adds the negated shift
+
+    def scipy_call(raw, c):
+        return _sp_shift(raw, strip(shifts), dtype, order, mode, c, prefilter)
+
+    return _interpolation("shift", x, coords_of, scipy_call, order, mode, cval, prefilter, dtype)
+
+
+def _zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter=True, *, grid_mode=False):
+    # The output depends on `zoom` only through its (integer) shape: no derivative there.
+    zoom = strip(zoom)
+    for arg, value in (("order", order), ("mode", mode), ("prefilter", prefilter), ("grid_mode", grid_mode)):
+        _constant("zoom", arg, value)
+    order = _check_order(order)
+    x = _as_array(input)
+    if np.ndim(x) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    zooms = _ni_support._normalize_sequence(zoom, np.ndim(x))
+    out_shape = tuple(int(round(i * z)) for i, z in zip(np.shape(x), zooms))
+    complex_output = np.iscomplexobj(strip(x))
+    dtype = _output_dtype("zoom", output, strip(x), complex_output=complex_output)
+    if all(z == 1 for z in zooms) and prefilter:
+        return _copy_as(x, dtype)
+    if complex_output:
+        return _interp_complex(lambda part, c: _zoom(part, zoom, None, order, mode, c, prefilter, grid_mode=grid_mode), x, cval, dtype)
+    div = np.array(out_shape) - (0 if grid_mode else 1)
+    num = np.array(np.shape(x)) - (0 if grid_mode else 1)
+    factors = np.divide(num, div, out=np.ones(np.ndim(x)), where=div != 0)
+
+    def coords_of(x):
+        coords = []
+        for k, (n, z) in enumerate(zip(out_shape, factors)):
+            cc = np.arange(n, dtype=np.float64)
+            cc = (cc + 0.5) * z - 0.5 if grid_mode else cc * z  # as ni_interpolation.c computes it
+            coords.append(np.reshape(cc, (-1,) + (1,) * (len(out_shape) - k - 1)) * np.ones(out_shape))
+        return coords
+
+    def scipy_call(raw, c):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SciPy's advice on grid modes was given by the traced call
+            return _sp_zoom(raw, zooms, dtype, order, mode, c, prefilter, grid_mode=grid_mode)
+
+    return _interpolation("zoom", x, coords_of, scipy_call, order, mode, cval, prefilter, dtype)
+
+
+def _affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    for arg, value in (("order", order), ("mode", mode), ("prefilter", prefilter), ("output_shape", output_shape)):
+        _constant("affine_transform", arg, value)
+    order = _check_order(order)
+    x = _as_array(input)
+    ndim = np.ndim(x)
+    out_shape = tuple(np.shape(x) if output_shape is None else output_shape)
+    if ndim < 1 or len(out_shape) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    complex_output = np.iscomplexobj(strip(x))
+    dtype = _output_dtype("affine_transform", output, strip(x), complex_output=complex_output)
+    if complex_output:
+        return _interp_complex(
+            lambda part, c: _affine_transform(part, matrix, offset, out_shape, None, order, mode, c, prefilter), x, cval, dtype
+        )
+    m = _as_array(matrix)
+    if np.result_type(strip(m)) != np.float64:
+        m = m.astype(np.float64)
+    if np.ndim(m) not in (1, 2) or np.shape(m)[0] < 1:
+        raise RuntimeError("no proper affine matrix provided")
+    off = offset
+    if np.ndim(m) == 2 and np.shape(m)[1] == ndim + 1 and np.shape(m)[0] in (ndim, ndim + 1):
+        if np.shape(m)[0] == ndim + 1 and not np.all(strip(m)[ndim] == [0] * ndim + [1]):
+            raise ValueError(
+                f"Expected homogeneous transformation matrix with shape {np.shape(m)} for image shape "
+                f"{np.shape(x)}, but bottom row was not equal to {[0] * ndim + [1]}"
+            )
+        off = m[:ndim, ndim]
+        m = m[:ndim, :ndim]
+    if np.shape(m)[0] != ndim:
+        raise RuntimeError("affine matrix has wrong number of rows")
+    if np.ndim(m) == 2 and np.shape(m)[1] != len(out_shape):
+        raise RuntimeError("affine matrix has wrong number of columns")
+    off = _as_array(off)
+    off = off * np.ones(ndim) if np.ndim(off) == 0 else off
+    if np.shape(off) != (ndim,):
+        raise RuntimeError("sequence argument must have length equal to input rank")
+    if np.ndim(m) == 1 and len(out_shape) != ndim:
+        raise RuntimeError("affine matrix has wrong number of rows")
+
+    def coords_of(x):
+        grid = _grid(out_shape)
+        if np.ndim(m) == 1:
+            return [(grid[k] + off[k] / m[k]) * m[k] for k in range(ndim)]  # SciPy's zoom_shift path
+        coords = []
+        for h in range(ndim):
+            c = off[h] + 0.0 * grid[0]
+            for col in range(len(out_shape)):
+                c = c + grid[col] * m[h, col]  # summed in ni_interpolation.c's order
+            coords.append(c)
+        return coords
+
+    def scipy_call(raw, c):
+        return _sp_affine_transform(raw, strip(m), strip(off), out_shape, dtype, order, mode, c, prefilter)
+
+    return _interpolation("affine_transform", x, coords_of, scipy_call, order, mode, cval, prefilter, dtype)
+
+
+defcomposite(intercepted(_nd.map_coordinates), _map_coordinates, note="in input, coordinates and cval; every order 0-5 and mode")
+defcomposite(intercepted(_nd.shift), _shift, note="in input, shift and cval")
+defcomposite(intercepted(_nd.zoom), _zoom, note="in input and cval (the zoom factor only sets the shape)")
+defcomposite(intercepted(_nd.affine_transform), _affine_transform, note="in input, matrix, offset and cval")
