@@ -143,7 +143,6 @@ UNSUPPORTED = {
     "pdtrik": "inverse in the count k: no derivative in k",
     "obl_cv": "spheroidal characteristic value: no closed-form derivative",
     "pro_cv": "spheroidal characteristic value: no closed-form derivative",
-    "sph_harm": "deprecated in SciPy 1.15 and removed in 1.17: use sph_harm_y",
     **{
         f"{kind}_{part}{suffix}": "spheroidal wave function: derivative not implemented (singular ODE at +-1)"
         for kind in ("obl", "pro")
