@@ -402,3 +402,48 @@ def test_undifferentiable_arguments_raise_clearly():
         warnings.simplefilter("ignore")
         with pytest.raises(tg.NonDifferentiableArgumentError, match="error estimate"):
             tg.grad(lambda a: sl.logm(a, disp=False)[1])(S)
+
+
+# ------------------------------------------------------------------ more call forms
+def test_general_eigenvalues_first_order():
+    r = _u(3, 3)  # complex eigenvalues in general
+    check_grads(lambda a: np.real(sl.eigvals(a)), (A,), order=1)
+    check_grads(lambda a: np.abs(sl.eigvals(a)), (r,), order=1)
+    check_grads(lambda a: np.abs(sl.eig(a)[0]), (r,), order=1)
+    check_grads(sl.eigvals, (r + 1j * r.T,), order=1)
+    # d tr = sum of eigenvalues: the identity.
+    np.testing.assert_allclose(tg.grad(lambda a: np.real(np.sum(sl.eigvals(a))))(r), np.eye(3), atol=1e-12)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="eigenvectors"):
+        tg.grad(lambda a: np.abs(np.sum(sl.eig(a)[1])))(A)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="eigenvectors"):
+        tg.hessian(lambda a: np.sum(np.abs(sl.eigvals(a))))(r)
+
+
+def test_keywords_and_more_builders():
+    check_grads(lambda a, b: sl.solve(a=a, b=b, assume_a="sym"), (S, b))  # traced keywords
+    check_grads(lambda c, r: sl.toeplitz(c, r=r), (_u(3), _u(4)))
+    check_grads(lambda c, b: sl.solve_toeplitz(c + [3, 0, 0], b), (_u(3), _u(3)))
+    check_grads(lambda c, r, b: sl.solve_toeplitz((c + [3, 0, 0], r), b), (_u(3), _u(3), _u(3)))
+    check_grads(lambda a, b: sl.solve(a, b), (np.array([[2.0]]), _u(4)))  # SciPy divides by a 1 x 1 a
+    assert tg.grad(lambda a: np.sum(a) * sl.bandwidth(a)[1])(np.triu(A)).tolist() == (2 * np.ones((3, 3))).tolist()
+
+
+def test_batched_decompositions():
+    stack = np.stack([_well_pivoted(3, 3), _well_pivoted(3, 3)])
+    check_grads(lambda a: sl.lu(a)[1:], (stack,), order=1)
+    check_grads(lambda a: sl.lu_factor(a)[0], (stack,), order=1)
+    sym = np.stack([_sym(_u(4, 4)), _sym(_u(4, 4))])
+    check_grads(lambda a: _signless(sl.eigh(a, subset_by_index=[0, 1])[1]), (sym,), order=1)
+    check_grads(lambda a: sl.qr(a, mode="r")[0], (np.stack([TALL, TALL[::-1]]),), order=1)
+    check_grads(lambda a, q: sl.solve_sylvester(a, a, q), (np.stack([S, 2 * S]), _u(2, 3, 3)), order=1)
+
+
+def test_complex_matrix_functions():
+    ac = 0.3 * (A + 1j * _u(3, 3))
+    check_grads(expm, (ac,))
+    check_grads(sl.sqrtm, (S / 3 + 0.2j * _u(3, 3),), order=1)
+    # A real matrix with a negative eigenvalue has a complex logarithm: the gradient is real.
+    neg = np.diag([-1.0, 2.0, 3.0]) + 0.1 * np.triu(_u(3, 3), 1)
+    g = tg.grad(lambda a: np.real(np.sum(sl.logm(a))))(neg)
+    assert g.dtype == np.float64
+    check_grads(lambda a: np.imag(sl.logm(a)), (neg,), order=1)

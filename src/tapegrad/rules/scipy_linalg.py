@@ -49,7 +49,7 @@ import scipy.linalg as sl
 
 from ..dispatch import strip, strip_all
 from ..errors import NonDifferentiableArgumentError
-from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
+from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercepted
 from ._util import swap_last as _T
 
 # ---------------------------------------------------------------- helpers
@@ -198,6 +198,8 @@ def _solve_parts(g, ans, a, b, lower, assume_a, transposed):
     kind = _structure("solve", assume_a, a)
     eff = _effective(a, kind, lower)
     vector = np.ndim(b) == 1
+    if np.shape(a)[-2:] == (1, 1):  # SciPy divides by a 1 x 1 matrix, whatever b's length
+        return kind, vector, g / (eff[..., 0] if vector else eff)
     # op(A) x = b with op(A) = A or A^T: the cotangent of b solves op(A)^T gb = g.
     m = eff if transposed else _T(eff)
     gb = np.linalg.solve(m, g[..., None])[..., 0] if vector else np.linalg.solve(m, g)
@@ -207,6 +209,9 @@ def _solve_parts(g, ans, a, b, lower, assume_a, transposed):
 def _solve_a(g, ans, a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
              assume_a=None, transposed=False):
     kind, vector, gb = _solve_parts(g, ans, a, b, lower, assume_a, transposed)
+    if np.shape(a)[-2:] == (1, 1):  # x = b / a: da gets -sum(gb * x)
+        total = np.sum(gb * ans, axis=-1 if vector else (-2, -1))
+        return -total[..., None, None]
     ga = _outer_grad(gb, ans, vector)
     return _project(_T(ga) if transposed else ga, kind, lower)
 
@@ -658,8 +663,10 @@ def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=Fals
         ans, g = ans[:-1], g[:-1]
         a = np.take(a, perm, axis=-1) if np.ndim(perm) == 1 else a  # a[:, P] = Q R
     if mode == "r":
-        r = ans[0][..., :k, :]
-        gr = g[0][..., :k, :]
+        if isinstance(ans, tuple):  # (R,) for one matrix; a batch gives the stacked R itself
+            ans, g = ans[0], g[0]
+        r = ans[..., :k, :]
+        gr = g[..., :k, :]
         # Q = A[:, :k] R[:, :k]^-1 (the Q that belongs to SciPy's R).
         q = _solve_right_t(a[..., :, :k], _T(r[..., :, :k]))
         gq = np.zeros(np.shape(gr)[:-2] + (m, k), dtype=np.result_type(gr))
@@ -842,15 +849,22 @@ def _builder(fun: Any) -> None:
     public = fun.__name__
 
     def impl(*args: Any, **kwargs: Any) -> Any:
-        arrays = [i for i, x in enumerate(args) if not isinstance(x, (int, str)) and x is not None]
+        # The array arguments, positional or keyword (sizes, modes and None stay as they are).
+        def is_array(x: Any) -> bool:
+            return not isinstance(x, (int, str)) and x is not None
+
+        where = [i for i, x in enumerate(args) if is_array(x)] + [k for k, x in kwargs.items() if is_array(x)]
 
         def call(*xs: Any) -> Any:
-            full = list(args)
-            for i, x in zip(arrays, xs):
-                full[i] = x
-            return fun(*full, **kwargs)
+            full, named = list(args), dict(kwargs)
+            for key, x in zip(where, xs):
+                if isinstance(key, int):
+                    full[key] = x
+                else:
+                    named[key] = x
+            return fun(*full, **named)
 
-        return _gathered(public, fun, [args[i] for i in arrays], call)
+        return _gathered(public, fun, [args[k] if isinstance(k, int) else kwargs[k] for k in where], call)
 
     defcomposite(intercepted(fun), impl, note="entries are copies of the inputs' entries")
 
@@ -1128,3 +1142,45 @@ def _orthogonal_procrustes(A, B, check_finite=True):
 
 
 defcomposite(intercepted(sl.orthogonal_procrustes), _orthogonal_procrustes, note="through polar(A^T B)")
+
+
+# ---------------------------------------------------------------- general eigenvalues, structure queries
+def _eig_cotangent(name, g_w, a):
+    """``V^-T diag(gw) V^T``: ``dw_i = (V^-1 dA V)_ii`` (holomorphic), ``V`` SciPy's right eigenvectors."""
+    v = sl.eig(a)[1]  # traced at second order: eig's own rule then refuses the eigenvector cotangent
+    vt = _T(v)
+    out = np.linalg.solve(vt, g_w[..., :, None] * vt)
+    return out if np.iscomplexobj(a) else np.real(out)
+
+
+def _eig_vjp(g, ans, a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False, check_finite=True,
+             homogeneous_eigvals=False):
+    if b is not None or homogeneous_eigvals:
+        raise _refuse("eig", "a generalized problem or homogeneous_eigvals=True (only the eigenvalues of eig(a) "
+                             "are differentiated).")
+    if isinstance(ans, tuple):
+        if not all(_absent(gv) for gv in g[1:]):
+            raise _refuse("eig", "a cotangent on the eigenvectors (only the eigenvalues are differentiated; second "
+                                 "derivatives need them too). Use eigh for a symmetric matrix.")
+        g = g[0]
+    return _eig_cotangent("eig", g, a)
+
+
+def _eigvals_vjp(g, ans, a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
+    if b is not None or homogeneous_eigvals:
+        raise _refuse("eigvals", "a generalized problem or homogeneous_eigvals=True.")
+    return _eig_cotangent("eigvals", g, a)
+
+
+defvjp(intercepted(sl.eig), _eig_vjp, note="eigenvalues only, first order; eigenvector cotangents raise")
+defvjp(intercepted(sl.eigvals), _eigvals_vjp, note="first order (its VJP needs the eigenvectors)")
+
+
+def _solve_toeplitz(c_or_cr, b, check_finite=True):
+    sl.solve_toeplitz(strip_all(c_or_cr), strip_all(b), check_finite=check_finite)  # SciPy's own checks
+    c, r = c_or_cr if isinstance(c_or_cr, tuple) else (c_or_cr, None)
+    return np.linalg.solve(sl.toeplitz(c, r), b)
+
+
+defcomposite(intercepted(sl.solve_toeplitz), _solve_toeplitz, note="solve(toeplitz(c, r), b): a dense solve")
+defconstant(intercepted(sl.bandwidth), intercepted(sl.issymmetric), intercepted(sl.ishermitian))
