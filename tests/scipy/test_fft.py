@@ -300,3 +300,10 @@ def test_jacobian_equals_stacked_vjps():
     jac = tg.jacobian(fun)(x)
     back = tg.vjp(fun, x)[1]
     np.testing.assert_allclose(jac, np.stack([back(e)[0] for e in np.eye(6)]), rtol=1e-12)
+
+
+def test_shifts():
+    x = _real(3, 6)
+    for fun in (scipy.fft.fftshift, scipy.fft.ifftshift):
+        assert_adjoint(lambda v: fun(v), x)
+        assert_adjoint(lambda v: fun(v, axes=1), x)

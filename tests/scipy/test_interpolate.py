@@ -436,3 +436,53 @@ def test_clear_errors():
         tg.grad(lambda v: np.sum(interpn((GX, GY), v, PTS, method="splinef2d")))(V)
     with pytest.raises(UnsupportedFunctionError, match="BarycentricInterpolator"):
         tg.grad(lambda q: np.sum(scipy.interpolate.BarycentricInterpolator(X, Y)(q)))(Q)
+
+
+# ----------------------------------------------------------------- FITPACK evaluation, BPoly, large maps
+@pytest.mark.parametrize("ext", [0, 1, 3])
+@pytest.mark.parametrize("der", [0, 1, 2])
+def test_splev_in_points_and_coefficients(der, ext):
+    t, c, k = scipy.interpolate.splrep(X, Y)
+    f = lambda q, cc: scipy.interpolate.splev(q, (t, cc, k), der=der, ext=ext)
+    np.testing.assert_allclose(tg.vjp(f, Q_FD, c)[0], f(Q_FD, c), rtol=1e-12, atol=1e-14)
+    check_grads(f, [Q_FD, c])
+
+
+def test_univariate_spline_at_traced_points_and_splev_errors():
+    spline = scipy.interpolate.UnivariateSpline(X, Y, s=0.05)
+    for nu in (0, 1):
+        g = tg.grad(lambda q: np.sum(spline(q, nu=nu)))(Q_FD)
+        np.testing.assert_allclose(g, spline.derivative(nu + 1)(Q_FD), rtol=1e-10)
+    tck = scipy.interpolate.splrep(X, Y)
+    with pytest.raises(ValueError, match="not in the domain"):
+        tg.grad(lambda q: np.sum(scipy.interpolate.splev(q, tck, ext=2)))(Q)
+    with pytest.raises(NonDifferentiableArgumentError, match="knots"):
+        tg.grad(lambda t: np.sum(scipy.interpolate.splev(Q, (t, tck[1], 3))))(tck[0])
+    parametric = tg.vjp(lambda q: scipy.interpolate.splev(q, [tck[0], [tck[1], 2 * tck[1]], 3])[1], Q)[0]
+    np.testing.assert_allclose(parametric, 2 * scipy.interpolate.splev(Q, tck), rtol=1e-12)
+
+
+def test_bernstein_polynomial_with_plain_coefficients_at_traced_points():
+    bp = scipy.interpolate.BPoly(rng.standard_normal((4, 2)), [0.0, 1.2, 3.0])
+    f = lambda q: bp(q, nu=1)
+    np.testing.assert_allclose(tg.vjp(f, Q_FD)[0], f(Q_FD), rtol=1e-12)
+    check_grads(f, [Q_FD])
+    np.testing.assert_allclose(tg.grad(lambda q: np.sum(bp(q)))(Q_FD), bp(Q_FD, 1), rtol=1e-12)
+
+
+def test_large_maps_are_contracted_in_blocks(monkeypatch):
+    from tapegrad.rules import scipy_interpolate
+
+    x = np.linspace(0.0, 2 * np.pi, 13)
+    y = np.sin(x)
+    y[-1] = y[0]
+    q = np.linspace(-0.5, 7.0, 9)
+    cases = [
+        lambda v: CubicSpline(x, v, bc_type="natural")(q),
+        lambda v: CubicSpline(x, v, bc_type="periodic")(q),
+        lambda v: make_interp_spline(x, v, k=3, bc_type="periodic")(q),
+    ]
+    whole = [tg.jacobian(f)(y) for f in cases]
+    monkeypatch.setattr(scipy_interpolate, "DENSE_LIMIT", 40)  # blocks of a few columns
+    for f, expected in zip(cases, whole):
+        np.testing.assert_allclose(tg.jacobian(f)(y), expected, rtol=1e-12, atol=1e-14)

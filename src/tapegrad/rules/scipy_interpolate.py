@@ -15,7 +15,9 @@ Construction with traced data
       first backward pass) by running the same SciPy construction on the identity
       columns: the exact map SciPy applies, boundary conditions included
       (derivative values in ``bc_type`` only add a constant, so they are zeroed
-      for the map).  The matrix costs ``O(n^2)`` memory for ``n`` data points;
+      for the map).  The matrix has ``n`` columns for ``n`` data points: kept for
+      later backward passes up to :data:`DENSE_LIMIT` elements, else rebuilt and
+      contracted a block of columns at a time (``O(n^2)`` time, bounded memory);
     * ``CubicHermiteSpline``, ``PchipInterpolator`` and ``Akima1DInterpolator``:
       SciPy's formulas for the slopes and the Hermite coefficients, re-run on the
       traced data (branches chosen on the plain values, as SciPy chooses them);
@@ -30,11 +32,16 @@ Evaluation (methods intercepted with ``inspect_self``)
     rule) or B-spline basis (de Boor's recurrence) is evaluated on the traced
     values, so query points, data or both may be traced, at every order.
 
+FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
+tuple) is evaluated the same way, in the query points and the coefficients.
+
 Not differentiated (a clear error instead): the breakpoints/knots/grid (``x``,
-``t``, ``points``), ``roots``/``solve``/``extend``, ``BPoly``, the smoothing
-splines of FITPACK (``UnivariateSpline`` and its subclasses), a
+``t``, ``points``), ``roots``/``solve``/``extend``, a ``BPoly`` with traced
+coefficients (one with plain coefficients is evaluated at traced points), the data
+of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
-with a traced ``fill_value``.  A periodic interpolant's data must have
+with a traced ``fill_value``, ``RegularGridInterpolator`` with ``method="pchip"``,
+``interpn`` with ``method="splinef2d"``.  A periodic interpolant's data must have
 ``y[0] == y[-1]``; its gradient is shared equally between the two.
 """
 
@@ -62,7 +69,7 @@ from scipy.interpolate import (
     make_lsq_spline,
     make_smoothing_spline,
 )
-from scipy.interpolate import _interpolate, _polyint, _rgi
+from scipy.interpolate import _fitpack_impl, _interpolate, _polyint, _rgi
 
 from ..binding import has_tracer, strip_all
 from ..dispatch import primitive
@@ -137,13 +144,19 @@ def _axis_last(out: Any, x_ndim: int, axis: int) -> Any:
 
 
 # ----------------------------------------------------------------- coefficients linear in the data
+#: The largest map matrix (in elements, 128 MiB of float64) kept for reuse by later
+#: backward passes; a larger one is built and contracted a block of columns at a time.
+DENSE_LIMIT = 2**24
+
+
 class _LinearMap:
     """SciPy's coefficients for one data array, and the matrix of their linear map from it.
 
-    ``build(Y)`` runs the SciPy construction on data ``Y`` of shape ``(n, n)`` (the
+    ``build(Y)`` runs the SciPy construction on data ``Y`` of shape ``(n, m)`` (the
     interpolation axis first, homogeneous boundary values) and returns the
-    coefficient array ``C + (n,)``; ``periodic`` data have ``y[0] == y[-1]``, so the
-    first and last basis columns are ``e_0 + e_{n-1}`` and share the derivative.
+    coefficient array ``C + (m,)``: column ``j`` of the map for ``Y = e_j``.
+    ``periodic`` data have ``y[0] == y[-1]``, so the first and last columns are
+    both half the map of ``e_0 + e_{n-1}`` (the ends share the derivative).
     """
 
     __slots__ = ("coefficients", "build", "n", "periodic", "_matrix")
@@ -155,16 +168,30 @@ class _LinearMap:
         self.periodic = periodic
         self._matrix: Optional[np.ndarray] = None
 
-    def matrix(self) -> np.ndarray:
-        if self._matrix is None:
-            basis = np.eye(self.n)
-            if self.periodic:
-                basis[0, -1] = basis[-1, 0] = 1.0
-            matrix = np.array(self.build(basis), dtype=np.float64)
-            if self.periodic:
-                matrix[..., [0, -1]] *= 0.5
-            self._matrix = matrix
-        return self._matrix
+    def _columns(self, start: int, stop: int) -> np.ndarray:
+        n = self.n
+        basis = np.zeros((n, stop - start))
+        basis[np.arange(start, stop), np.arange(stop - start)] = 1.0
+        ends = [j for j in (0, n - 1) if start <= j < stop] if self.periodic else []
+        for j in ends:
+            basis[n - 1 - j, j - start] = 1.0
+        block = np.array(self.build(basis), dtype=np.float64)
+        for j in ends:
+            block[..., j - start] *= 0.5
+        return block
+
+    def blocks(self, per_column: int):
+        """The map's matrix ``C + (n,)``, whole (kept) or in blocks of columns."""
+        if self._matrix is not None:
+            yield self._matrix
+            return
+        if per_column * self.n <= DENSE_LIMIT:
+            self._matrix = self._columns(0, self.n)
+            yield self._matrix
+            return
+        step = max(1, DENSE_LIMIT // max(per_column, 1))
+        for start in range(0, self.n, step):
+            yield self._columns(start, min(start + step, self.n))
 
 
 def _linear_coefficients(y0: Any, linear_map: _LinearMap) -> Any:
@@ -176,11 +203,13 @@ linear_coefficients_p = primitive(_linear_coefficients)
 
 
 def _linear_coefficients_vjp(g, ans, y0, linear_map):
-    matrix = linear_map.matrix()  # C + (n,)
-    n_c = matrix.ndim - 1
     n_r = np.ndim(y0) - 1
+    n_c = np.ndim(ans) - n_r
     nd = np.ndim(g)
-    h = np.tensordot(g, matrix, axes=(list(range(nd - n_r - n_c, nd - n_r)), list(range(n_c))))
+    axes = list(range(nd - n_r - n_c, nd - n_r))
+    per_column = int(np.prod(np.shape(ans)[:n_c]))
+    pieces = [np.tensordot(g, block, axes=(axes, list(range(n_c)))) for block in linear_map.blocks(per_column)]
+    h = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=-1)  # batch + R + (n,)
     return np.moveaxis(h, -1, nd - n_r - n_c)  # batch + (n,) + R
 
 
@@ -282,11 +311,17 @@ def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
 
 
 def _ppoly_call(self, x, nu=0, extrapolate=None):
-    _require_ppoly(self, "__call__")
     _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
-    return _pp_evaluate(self._c, self._x, x, int(nu), extrapolate, self.axis)
+    c, breakpoints = self._c, self._x
+    if isinstance(self, BPoly) and not _traced(c):
+        # Plain Bernstein coefficients, traced points: the same polynomials in the power basis.
+        power = PPoly.from_bernstein_basis(self)
+        c, breakpoints = power._c, power._x
+    else:
+        _require_ppoly(self, "__call__")
+    return _pp_evaluate(c, breakpoints, x, int(nu), extrapolate, self.axis)
 
 
 def _ppoly_derivative(self, nu=1):
@@ -870,6 +905,31 @@ def _interpn(points, values, xi, method="linear", bounds_error=True, fill_value=
                                    fill_value=fill_value)(xi)
 
 
+# ----------------------------------------------------------------- FITPACK's splev
+def _splev(x, tck, der=0, ext=0):
+    t, c, k = tck
+    _plain("splev", "the knots tck[0]", t, "knots are not differentiated")
+    if isinstance(c, (list, tuple)) and len(c) and np.ndim(c[0]) > 0:  # parametric: one spline per coordinate
+        return [_splev(x, (t, ci, k), der, ext) for ci in c]
+    if not (0 <= der <= k):
+        raise ValueError(f"0<=der={der}<=k={k} must hold")
+    if ext not in (0, 1, 2, 3):
+        raise ValueError(f"ext = {ext} not in (0, 1, 2, 3) ")
+    t = np.asarray(t, dtype=np.float64)
+    n = len(t) - k - 1
+    flat, plain, shape = _flat_points(x)
+    outside = (plain < t[k]) | (plain > t[n])
+    if ext == 2 and np.any(outside):
+        raise ValueError("Found x value not in the domain")  # FITPACK's own message
+    if ext == 3 and der == 0:
+        # The boundary value, constant outside (FITPACK's splder extrapolates derivatives instead).
+        flat = np.clip(flat, t[k], t[n])
+    out = _bspline_evaluate(t, _float(c), k, flat, int(der), True, 0)
+    if ext == 1:
+        out = np.where(outside, 0.0, out)
+    return np.reshape(out, shape)
+
+
 # ----------------------------------------------------------------- FITPACK smoothing splines
 def _fitpack_refused(name: str):
     def impl(self, *args, **kwargs):
@@ -919,5 +979,6 @@ defcomposite(intercepted(RegularGridInterpolator.__init__), _rgi_init, note=_NOT
 defcomposite(intercepted(RegularGridInterpolator.__call__, inspect_self=True), _rgi_call, note=_NOTE)
 defcomposite(intercepted(interpn), _interpn, note=_NOTE)
 
+defcomposite(intercepted(_fitpack_impl.splev), _splev, note="splev and UnivariateSpline.__call__: " + _NOTE)
 for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
     defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__))
