@@ -213,3 +213,102 @@ def test_clear_errors():
     # selection filters have no rule: SciPy's compiled code refuses the tracer, named clearly
     with pytest.raises(GradientDroppedError, match="scipy.ndimage.median_filter"):
         tg.grad(lambda x: np.sum(nd.median_filter(x, 3)))(X)
+
+
+# ------------------------------------------------------------------ interpolation
+from scipy.ndimage import map_coordinates  # noqa: E402  (early-bound, as users write it)
+
+COORDS = np.stack([rng.uniform(-2.0, 6.0, 7), rng.uniform(-2.0, 7.0, 7)])
+MATRIX = np.array([[0.9317, 0.1731], [-0.2873, 1.1269]])
+OFFSET = np.array([0.3711, -0.2293])
+
+
+def interpolations(order, mode):
+    return {
+        "map_coordinates": lambda x: map_coordinates(x, COORDS, order=order, mode=mode, cval=0.3),
+        "map_coordinates-no-prefilter": lambda x: nd.map_coordinates(x, COORDS, None, order, mode, 0.3, False),
+        "zoom": lambda x: nd.zoom(x, (1.5, 0.7), order=order, mode=mode, cval=0.2),
+        "zoom-grid": lambda x: nd.zoom(x, 1.3, order=order, mode=mode, grid_mode=True),
+        "shift": lambda x: nd.shift(x, (0.3, -1.6), order=order, mode=mode),
+        "affine-diagonal": lambda x: nd.affine_transform(x, [0.8, 1.2], offset=(0.5, -0.3), order=order, mode=mode),
+        "affine": lambda x: ndimage.affine_transform(
+            x, MATRIX, offset=OFFSET, output_shape=(4, 7), order=order, mode=mode, cval=-0.4
+        ),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:It is recommended to use mode")
+@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize("mode", MODES)
+def test_interpolation_adjoints_equal_dense_transpose(mode, order):
+    for fun in interpolations(order, mode).values():
+        assert_adjoint(fun, X)
+
+
+@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize("mode", MODES)
+def test_map_coordinates_in_coordinates_and_cval_first_and_second_order(mode, order):
+    # coordinates away from the knots and half-knots (order 0: derivative 0 there)
+    check_grads(lambda x, c, v: nd.map_coordinates(x, c, order=order, mode=mode, cval=v), (X, COORDS, np.array(0.3)))
+
+
+@pytest.mark.parametrize("order", [0, 1, 3, 5])
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "grid-wrap"])
+def test_shift_and_affine_parameters_first_and_second_order(mode, order):
+    check_grads(lambda x, s: nd.shift(x, s, order=order, mode=mode), (X, np.array([0.3, -1.6])))
+    check_grads(lambda x, m, o: nd.affine_transform(x, m, offset=o, order=order, mode=mode), (X, MATRIX, OFFSET))
+
+
+def test_order_zero_coordinates_have_zero_derivative():
+    g = tg.grad(lambda c: np.sum(nd.map_coordinates(X, c, order=0, mode="nearest")))(COORDS)
+    assert np.array_equal(g, np.zeros_like(COORDS))
+
+
+def test_coordinate_derivative_closed_form():
+    # order 1 in 1-D: d/dc of linear interpolation is the slope of the segment holding c
+    x = rng.standard_normal(8)
+    c = np.array([[0.25, 3.6, 6.9]])
+    g = tg.jacobian(lambda c: nd.map_coordinates(x, c, order=1))(c)
+    slopes = np.diff(x)[np.floor(c[0]).astype(int)]
+    np.testing.assert_allclose(np.diagonal(g[:, 0, :]), slopes, rtol=1e-14)
+
+
+def test_spline_filters_equal_dense_transpose():
+    for mode in MODES:
+        assert_adjoint(lambda x: nd.spline_filter1d(x, 3, axis=0, mode=mode), X)
+        assert_adjoint(lambda x: nd.spline_filter(x, order=5, mode=mode), X)
+    assert_adjoint(lambda x: nd.spline_filter1d(x, 1), X)  # orders 0 and 1: a copy
+
+
+def test_interpolation_float32_complex_and_hessian():
+    x32 = X.astype(np.float32)
+    f = lambda x: nd.zoom(x, 1.5, order=3)  # noqa: E731
+    out = tg.vjp(f, x32)[0]
+    assert out.dtype == np.float32 and np.array_equal(out, f(x32))
+    assert tg.grad(lambda x: np.sum(f(x)))(x32).dtype == np.float32
+    xc = X + 1j * rng.standard_normal(X.shape)
+    g = lambda x: nd.map_coordinates(x, COORDS, order=3, mode="mirror")  # noqa: E731
+    assert np.array_equal(tg.vjp(g, xc)[0], g(xc))
+    check_grads(g, (xc,))
+
+    # a registration-style loss: the Hessian in the shift, against finite differences of the gradient
+    def loss(s):
+        return np.sum((nd.shift(X, s, order=3, mode="mirror") - X[::-1]) ** 2)
+
+    s = np.array([0.37, -0.41])
+    h = tg.hessian(loss)(s)
+    eps = 1e-6
+    fd = np.stack([(tg.grad(loss)(s + eps * e) - tg.grad(loss)(s - eps * e)) / (2 * eps) for e in np.eye(2)], 1)
+    np.testing.assert_allclose(h, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_interpolation_errors():
+    with pytest.raises(RuntimeError, match="spline order not supported"):
+        tg.grad(lambda x: np.sum(nd.map_coordinates(x, COORDS, order=6)))(X)
+    with pytest.raises(RuntimeError, match="invalid shape for coordinate array"):
+        tg.grad(lambda x: np.sum(nd.map_coordinates(x, COORDS[:1])))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match="'order'"):
+        tg.grad(lambda o: np.sum(nd.zoom(X, 2, order=o)))(np.array(1.0))
+    # geometric_transform calls back into Python from compiled code: refused clearly
+    with pytest.raises(GradientDroppedError, match="scipy.ndimage.geometric_transform"):
+        tg.grad(lambda x: np.sum(nd.geometric_transform(x, lambda p: (p[0] * 0.5, p[1]))))(X)
