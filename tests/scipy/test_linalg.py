@@ -325,6 +325,9 @@ def test_polar_and_procrustes():
     check_grads(sl.polar, (A,))
     check_grads(sl.polar, (TALL,), order=1)
     check_grads(lambda a: sl.polar(a, side="left"), (WIDE,), order=1)
+    check_grads(sl.polar, (np.stack([A, TALL[:3]]),), order=1)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="side='left'"):
+        tg.grad(lambda a: np.sum(sl.polar(a)[0]))(WIDE)
     check_grads(lambda a, b: sl.orthogonal_procrustes(a, b), (_u(4, 3), _u(4, 3)))
 
 

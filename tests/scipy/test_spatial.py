@@ -164,3 +164,22 @@ def test_inputs_not_mutated_and_lists_of_tracers():
     eps = 1e-6
     f = lambda v: np.sum(Rotation.from_quat([v[0], v[1], 0.3, 1.0]).as_rotvec())  # noqa: E731
     np.testing.assert_allclose(g, [(f(V + eps * e) - f(V - eps * e)) / (2 * eps) for e in np.eye(3)], atol=1e-8)
+
+
+def test_concatenate_mean_indexing_and_comparisons():
+    f = lambda v: Rotation.concatenate(  # noqa: E731
+        [Rotation.from_rotvec(v[0]), Rotation.from_rotvec(v[1:]), Rotation.from_rotvec([0.1, 0.2, 0.3])]
+    ).as_rotvec()
+    check_grads(f, (VS,))
+    _same(tg.vjp(f, VS)[0], f(VS))
+    check_grads(lambda v: Rotation.from_rotvec(v).mean(weights=[1.0, 3.0]).as_rotvec(), (VS,), order=1)
+    check_grads(lambda v: np.stack([r.as_rotvec() for r in Rotation.from_rotvec(v)]), (VS,))
+    same = []
+    tg.grad(lambda v: same.append(Rotation.from_rotvec(v).approx_equal(Rotation.from_rotvec(v + 1e-3))) or
+            np.sum(v))(VS)
+    assert np.array_equal(same[0], Rotation.from_rotvec(VS).approx_equal(Rotation.from_rotvec(VS + 1e-3)))
+
+
+def test_unsupported_methods_raise_clearly():
+    with pytest.raises(tg.GradientDroppedError, match="align_vectors"):
+        tg.grad(lambda v: np.sum(Rotation.align_vectors(v, v[::-1])[0].as_rotvec()))(P)

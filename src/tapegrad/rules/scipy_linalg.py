@@ -1117,11 +1117,9 @@ def _polar_right(gu, gp, u, p, a):
 
 def _polar_vjp(g, ans, a, side="right"):
     _real_only("polar", a)
-    if np.ndim(a) != 2:
-        raise _refuse("polar", "a batch of matrices.")
     u, p = ans
     gu, gp = g
-    m, n = np.shape(a)
+    m, n = np.shape(a)[-2:]
     if side == "right":
         if m < n:
             raise _refuse("polar", "side='right' for a wide matrix (p is singular there); use side='left'.")

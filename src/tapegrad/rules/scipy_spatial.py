@@ -231,3 +231,30 @@ def _as_euler(self, seq, degrees=False, *, suppress_warnings=False):
 
 
 defcomposite(intercepted(_AS_EULER, inspect_self=True), _as_euler, note="SciPy's quaternion method on tracers")
+
+
+# ---------------------------------------------------------------- several rotations at once
+_CONCATENATE = Rotation.__dict__["concatenate"].__func__
+_APPROX_EQUAL = Rotation.__dict__["approx_equal"]
+
+
+def _concatenate(rotations):
+    original = _CONCATENATE.__wrapped__
+    many = [rotations] if isinstance(rotations, Rotation) else rotations
+    if not all(isinstance(r, Rotation) for r in many) or not any(_traced(r._quat) for r in many):
+        return original(rotations)
+    reference = original(_plain_copy(rotations) if isinstance(rotations, Rotation) else [_plain_copy(r) for r in many])
+    quat = np.concatenate([np.reshape(r._quat, (-1, 4)) for r in many], axis=0)
+    return _new(quat, reference)
+
+
+def _approx_equal(self, other, atol=None, degrees=False):
+    """A comparison: SciPy's own answer on the plain quaternions (it carries no gradient)."""
+    original = _APPROX_EQUAL.__wrapped__
+    if not isinstance(other, Rotation):
+        return original(self, other, atol=atol, degrees=degrees)
+    return original(_plain_copy(self), _plain_copy(other), atol=atol, degrees=degrees)
+
+
+defcomposite(intercepted(_CONCATENATE, route_all=True), _concatenate, note="any rotation traced")
+defcomposite(intercepted(_APPROX_EQUAL, route_all=True), _approx_equal, note="a comparison: constant")
