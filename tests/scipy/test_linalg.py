@@ -450,3 +450,38 @@ def test_complex_matrix_functions():
     g = tg.grad(lambda a: np.real(np.sum(sl.logm(a))))(neg)
     assert g.dtype == np.float64
     check_grads(lambda a: np.imag(sl.logm(a)), (neg,), order=1)
+
+
+# ------------------------------------------------------------------ adjoints of the linear maps
+_HB = np.vstack([0.3 * _u(5), 3 + _u(5)])
+_HB[0, 0] = 0.0
+_AB = _u(4, 5) + np.array([[0.0], [0.0], [4.0], [0.0]])
+LINEAR = {
+    "toeplitz": (lambda c: sl.toeplitz(c[:3], c[3:]), 7),
+    "hankel": (lambda c: sl.hankel(c[:3], c[3:]), 7),
+    "circulant": (sl.circulant, 4),
+    "block_diag": (lambda x: sl.block_diag(x[:4].reshape(2, 2), x[4:]), 7),
+    "leslie": (lambda x: sl.leslie(x[:4], x[4:]), 7),
+    "convolution_matrix": (lambda x: sl.convolution_matrix(x, 5, mode="valid"), 3),
+    "solve in b": (lambda x: sl.solve(A, x, assume_a="sym"), 3),
+    "solve_triangular in b": (lambda x: sl.solve_triangular(A, x.reshape(3, 2), trans="T", lower=True), 6),
+    "solve_banded in b": (lambda x: sl.solve_banded((1, 2), _AB, x), 5),
+    "solveh_banded in b": (lambda x: sl.solveh_banded(_HB, x), 5),
+    "cho_solve in b": (lambda x: sl.cho_solve(sl.cho_factor(S), x), 3),
+    "lu_solve in b": (lambda x: sl.lu_solve(sl.lu_factor(A), x, trans=1), 3),
+    "solve_sylvester in q": (lambda x: sl.solve_sylvester(A, S, x.reshape(3, 3)), 9),
+    "solve_continuous_lyapunov in q": (lambda x: sl.solve_continuous_lyapunov(-S, x.reshape(3, 3)), 9),
+    "solve_discrete_lyapunov in q": (lambda x: sl.solve_discrete_lyapunov(0.1 * A, x.reshape(3, 3)), 9),
+    "expm_frechet in E": (lambda x: sl.expm_frechet(0.3 * A, x.reshape(3, 3), compute_expm=False), 9),
+}
+
+
+@pytest.mark.parametrize("name", list(LINEAR), ids=str)
+def test_adjoint_is_the_transpose_of_the_dense_operator(name):
+    f, n = LINEAR[name]
+    dense = np.stack([np.ravel(f(e)) for e in np.eye(n)], axis=-1)  # the forward map on identity columns
+    x = _u(n)
+    out, vjp = tg.vjp(f, x)
+    cotangents = _u(4, dense.shape[0])
+    got = vjp(cotangents.reshape((4,) + np.shape(out)))[0]
+    np.testing.assert_allclose(got, cotangents @ dense, rtol=1e-10, atol=1e-12)
