@@ -79,13 +79,13 @@ def test_stiff_linear_system_matches_matrix_exponential(method):
 
     def y(k):
         return solve_ivp(lambda t, y: mat(k) @ y, (0.0, 1.0), np.array([1.0, 1.0]), method=method,
-                         t_eval=[0.1, 1.0], **TIGHT).y
+                         t_eval=[0.1, 1.0], rtol=1e-8, atol=1e-11).y
 
     def exact(k):
         return np.stack([scipy.linalg.expm(mat(k) * t) @ np.ones(2) for t in (0.1, 1.0)], axis=1)
 
     k = 3.0
-    assert np.allclose(tg.jacobian(y)(k), fd(exact, k), rtol=1e-6, atol=1e-10)
+    assert np.allclose(tg.jacobian(y)(k), fd(exact, k), rtol=1e-5, atol=1e-10)
     assert np.allclose(tg.jacobian(tg.jacobian(y))(k), 0.0, atol=1e-9)  # linear in k: exp is, here
 
 

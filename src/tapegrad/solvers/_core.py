@@ -23,8 +23,9 @@ from one piece of code, without ever differentiating the solver's iterations.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any, Callable, Iterable, Optional, Set
+from typing import Any, Callable, Iterable, Iterator, Optional, Set
 
 import numpy as np
 
@@ -43,6 +44,8 @@ __all__ = [
     "as_array",
     "refuse",
     "Call",
+    "paused",
+    "tapes_of",
     "lu_solver",
 ]
 
@@ -61,6 +64,41 @@ def strip_tree(obj: Any) -> Any:
     if isinstance(obj, np.ndarray) and obj.dtype == object:
         return np.array([strip_tree(o) for o in obj.ravel()]).reshape(obj.shape)
     return obj
+
+
+def tapes_of(obj: Any) -> list:
+    """The tapes of every tracer in ``obj`` (every level), each once."""
+    found: list = []
+
+    def walk(o: Any) -> None:
+        t = type(o)
+        if t is Tracer:
+            while type(o) is Tracer:
+                if all(o._tape is not f for f in found):
+                    found.append(o._tape)
+                o = o._value
+        elif t is list or t is tuple:
+            for v in o:
+                walk(v)
+        elif t is dict:
+            for v in o.values():
+                walk(v)
+
+    walk(obj)
+    return found
+
+
+@contextlib.contextmanager
+def paused(tapes: Iterable[Any]) -> Iterator[None]:
+    """Compute on these tapes' tracers without recording (plain numbers come out)."""
+    stopped = [t for t in tapes if t.recording]
+    for t in stopped:
+        t.recording = False
+    try:
+        yield
+    finally:
+        for t in stopped:
+            t.recording = True
 
 
 def levels_of(obj: Any, into: Optional[Set[int]] = None) -> Set[int]:
@@ -96,7 +134,26 @@ class Callbacks:
 
     def __init__(self) -> None:
         self.levels: Set[int] = set()
+        self.tapes: list = []
         self.error: Optional[BaseException] = None
+        self._paused: list = []
+
+    def _seen(self, out: Any) -> None:
+        levels_of(out, self.levels)
+        for tape in tapes_of(out):
+            if all(tape is not t for t in self.tapes):
+                self.tapes.append(tape)
+            # Once a closure is known to be traced, SciPy's further calls need only its
+            # numbers: pause its tapes (a paused tape computes without recording) so that
+            # thousands of solver steps do not pile nodes onto the user's tape.
+            if tape.recording:
+                tape.recording = False
+                self._paused.append(tape)
+
+    def resume(self) -> None:
+        """Restart the tapes paused during SciPy's run."""
+        while self._paused:
+            self._paused.pop().recording = True
 
     def wrap(self, fun: Any) -> Any:
         if fun is None or not callable(fun):
@@ -110,7 +167,7 @@ class Callbacks:
                     self.error = exc
                 raise
             if type(out) is Tracer or (type(out) in (tuple, list, dict) and levels_of(out)):
-                levels_of(out, self.levels)
+                self._seen(out)
                 return strip_tree(out)
             return out
 
@@ -244,9 +301,11 @@ class Call:
         self.callbacks = Callbacks()
         names = set(callbacks)
         self.explicit_levels: Set[int] = set()
+        self.explicit_tapes: list = []
         for name, value in self.values.items():
             if name not in names:
                 levels_of(value, self.explicit_levels)
+                self.explicit_tapes += [t for t in tapes_of(value) if all(t is not e for e in self.explicit_tapes)]
 
     def get(self, name: str) -> Any:
         return self.values[name]
@@ -281,6 +340,11 @@ class Call:
             raise
         finally:
             self.callbacks.error = None
+            self.callbacks.resume()
+
+    def quiet(self) -> Any:
+        """A context in which the call's tapes compute without recording (plain evaluations)."""
+        return paused(self.explicit_tapes + self.callbacks.tapes)
 
     @property
     def traced(self) -> bool:

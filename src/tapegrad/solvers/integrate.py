@@ -259,9 +259,10 @@ def _time_flow(rhs: Callable, t_plain: float, y: Any, t: Any, name: str, steps: 
     return _rk4(rhs, t_plain, y, t - stop_gradient(t))
 
 
-def _ode_outputs(name: str, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_grid: np.ndarray,
-                 t_out: Any, steps: int, method: str, rtol: float, atol: float) -> tuple:
+def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_grid: np.ndarray,
+                 t_out: Any, method: str, rtol: float, atol: float) -> tuple:
     """Traced states at the output times ``t_out`` (traced or plain), and the collocation."""
+    name, steps = call.name, call.steps()
     t0p = float(strip(t0))
     y0v = y0
     if levels_of(t0):
@@ -272,10 +273,11 @@ def _ode_outputs(name: str, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_g
                          "Differentiate at most four times with respect to time points.")
     t_plain = np.asarray(strip_tree(t_out), dtype=float).reshape(-1)
     q = 5 if method == "DOP853" else 4
-    grid = _choose_grid(rhs, dense, np.asarray(steps_grid, dtype=float), t_plain, q, rtol, atol)
-    if grid.size < 2:
-        return [y0v for _ in t_plain], None
-    colloc = Collocation(name, rhs, y0v, grid, dense, q)
+    with call.quiet():  # plain evaluations: nothing to record
+        grid = _choose_grid(rhs, dense, np.asarray(steps_grid, dtype=float), t_plain, q, rtol, atol)
+        if grid.size < 2:
+            return [y0v for _ in t_plain], None
+        colloc = Collocation(name, rhs, y0v, grid, dense, q)
     colloc.solve(steps)
     sign = 1.0 if grid[-1] >= grid[0] else -1.0
     where = np.searchsorted(sign * grid, sign * t_plain)
@@ -295,8 +297,14 @@ def _as_traced_vector(values: Any) -> Any:
 def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
     call = Call(_int.solve_ivp, args, kwargs, ("fun", "events", "options"))
     dense_wanted = bool(call.get("dense_output"))
-    out = call.run(dense_output=True) if call.explicit_levels else call.run()
+    # SciPy's built-in methods give the same t, y, events and counts with dense output on
+    # (checked in the tests), except DOP853, whose interpolant costs extra evaluations: ask
+    # for it up front, so that a traced closure does not need a second run.
+    same_counts = call.get("method") in ("RK45", "RK23", "Radau", "BDF", "LSODA")
+    out = call.run(dense_output=True) if (call.explicit_levels or same_counts) else call.run()
     if not call.traced:
+        if not dense_wanted:
+            out.sol = None
         return out
     name = call.name
     if out.status == -1:
@@ -331,7 +339,7 @@ def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
                 if out.t.size > 1 else np.reshape(first, (1,))
     options = call.get("options") or {}
     rtol, atol = float(options.get("rtol", 1e-3)), np.min(options.get("atol", 1e-6))
-    states, colloc = _ode_outputs(name, rhs, t0, y0, plain.sol, plain.sol.ts, t_out, steps, method, rtol, atol)
+    states, colloc = _ode_outputs(call, rhs, t0, y0, plain.sol, plain.sol.ts, t_out, method, rtol, atol)
     if out.status == 1 and event_list:
         # A terminal event ended the run: the last time is the event's, traced below.
         states[-1], t_end = _event_end(call, rhs, event_list, fargs, out, colloc, steps)
@@ -360,9 +368,10 @@ def _event_time(call: Call, rhs: Callable, g: Callable, fargs: tuple, te: float,
     """The traced time of a zero of ``g(t, y(t))`` at ``te``: chord steps on ``dt``."""
     name = call.name
     ye = np.asarray(strip(colloc.dense(np.array([te]))[..., 0]))
-    gy = plain_jacobian(lambda y: np.reshape(g(te, y, *fargs), ()), ye)
-    gt = plain_jacobian(lambda t: np.reshape(g(t, ye, *fargs), ()), np.asarray(te))
-    fe = np.asarray(strip(rhs(te, ye)))
+    with call.quiet():
+        gy = plain_jacobian(lambda y: np.reshape(g(te, y, *fargs), ()), ye)
+        gt = plain_jacobian(lambda t: np.reshape(g(t, ye, *fargs), ()), np.asarray(te))
+        fe = np.asarray(strip(rhs(te, ye)))
     slope = float(gt + gy @ fe)
     if slope == 0.0 or not np.isfinite(slope):
         raise NonDifferentiableArgumentError(
@@ -435,11 +444,17 @@ def _odeint(*args: Any, **kwargs: Any) -> Any:
     from ..interception import original
 
     plain_rhs = call.callbacks.wrap(lambda s, y: rhs(s, y))
-    dense = original(_int.solve_ivp)(plain_rhs, (tp[0], tp[-1]), strip_tree(y0), method="LSODA",
-                                     dense_output=True, rtol=rtol, atol=atol)
+    try:
+        dense = original(_int.solve_ivp)(plain_rhs, (tp[0], tp[-1]), strip_tree(y0), method="LSODA",
+                                         dense_output=True, rtol=rtol, atol=atol)
+    except BaseException as exc:
+        call.callbacks.reraise(exc)
+        raise
+    finally:
+        call.callbacks.resume()
     if dense.status != 0:
         raise NonDifferentiableArgumentError(f"{name}: the sensitivity run failed: {dense.message}")
-    states, _ = _ode_outputs(name, rhs, t_out[0], y0, dense.sol, dense.sol.ts, t_out, call.steps(), "LSODA",
+    states, _ = _ode_outputs(call, rhs, t_out[0], y0, dense.sol, dense.sol.ts, t_out, "LSODA",
                              float(rtol), float(np.min(atol)))
     traced = tie(values, np.reshape(np.stack(states), np.shape(values)))
     if call.get("full_output"):

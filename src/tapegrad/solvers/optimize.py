@@ -44,7 +44,8 @@ def _root_of(call: Call, residual: Callable[[Any], Any], root: Any, what: str = 
         return np.reshape(as_array(residual(np.reshape(x, shape))), (-1,))
 
     z0 = x0.reshape(-1)
-    jac = plain_jacobian(flat, z0)
+    with call.quiet():
+        jac = plain_jacobian(flat, z0)
     if jac.shape != (z0.size, z0.size):
         raise refuse(
             call.name, "the function", f"returns {jac.shape[0]} values for {z0.size} unknowns",
@@ -219,7 +220,8 @@ def _argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: An
 
     y0 = z0[free]
     if y0.size:
-        hess = np.asarray(strip(hessian(f_flat)(z0)))[np.ix_(free, free)]
+        with call.quiet():
+            hess = np.asarray(strip(hessian(f_flat)(z0)))[np.ix_(free, free)]
         solve = lu_solver(hess, call.name, "Hessian of the objective (in the free coordinates)")
         y = chord(residual, y0, solve, call.steps())
     else:
