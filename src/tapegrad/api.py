@@ -111,5 +111,7 @@ def hessian(fun: Callable, argnums: ArgNums = 0, chunk_size: Optional[int] = Non
            [ 0., 12.]])
     """
     if sparse:
+        if not isinstance(argnums, int):  # a sparse Hessian is one matrix: one argument
+            raise TypeError("hessian(..., sparse=True) takes one argument number")
         return sparse_hessian(fun, argnums, chunk_size)
     return jacrev(grad(fun, argnums), argnums, chunk_size=chunk_size)
