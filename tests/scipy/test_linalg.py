@@ -145,6 +145,7 @@ def test_lu(shape):
     check_grads(lambda a: sl.lu(a)[1:], (a,))
     check_grads(lambda a: sl.lu(a, p_indices=True)[1:], (a,), order=1)
     check_grads(lambda a: sl.lu(a, permute_l=True), (a,), order=1)
+    check_grads(lambda a: sl.lu_factor(a)[0], (a,), order=1)
 
 
 # ------------------------------------------------------------------ symmetric eigenproblems, SVD, QR

@@ -347,7 +347,7 @@ def _lu_pads(lu_packed: Any) -> tuple:
     """``L`` (m x m, unit lower) and ``U`` (n x n, upper) of a packed ``m x n`` LU, padded with identity."""
     m, n = np.shape(lu_packed)[-2:]
     k = min(m, n)
-    dt = _real_dtype(lu_packed) if not np.iscomplexobj(lu_packed) else np.result_type(lu_packed)
+    dt = _real_dtype(lu_packed)
     lo = np.tril(lu_packed[..., :, :k], -1)
     if m > k:
         lo = np.concatenate([lo, np.broadcast_to(np.zeros((m, m - k), dtype=dt), np.shape(lo)[:-1] + (m - k,))], -1)
@@ -760,13 +760,13 @@ defvjp(intercepted(sl.lstsq), _lstsq_a, _lstsq_b,
        note="solution, residues and singular values (constant rank); rank is an integer")
 
 
-def _check_finite(name, x, check_finite):
+def _check_finite(x, check_finite):
     if check_finite and not np.all(np.isfinite(strip(x))):
         raise ValueError("array must not contain infs or NaNs")
 
 
 def _norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
-    _check_finite("norm", a, check_finite)
+    _check_finite(a, check_finite)
     return np.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdims)
 
 
@@ -819,7 +819,7 @@ def _placeholders(arrays: list) -> list:
     return out
 
 
-def _gathered(public: str, fun: Any, arrays: list, call: Any) -> Any:
+def _gathered(public: str, arrays: list, call: Any) -> Any:
     """``call(*arrays)`` (a SciPy builder) as a gather of the (traced) input entries.
 
     SciPy builds the matrix once from numbered placeholders: each output entry
@@ -864,7 +864,7 @@ def _builder(fun: Any) -> None:
                     named[key] = x
             return fun(*full, **named)
 
-        return _gathered(public, fun, [args[k] if isinstance(k, int) else kwargs[k] for k in where], call)
+        return _gathered(public, [args[k] if isinstance(k, int) else kwargs[k] for k in where], call)
 
     defcomposite(intercepted(fun), impl, note="entries are copies of the inputs' entries")
 
@@ -1143,7 +1143,7 @@ defcomposite(intercepted(sl.orthogonal_procrustes), _orthogonal_procrustes, note
 
 
 # ---------------------------------------------------------------- general eigenvalues, structure queries
-def _eig_cotangent(name, g_w, a):
+def _eig_cotangent(g_w, a):
     """``V^-T diag(gw) V^T``: ``dw_i = (V^-1 dA V)_ii`` (holomorphic), ``V`` SciPy's right eigenvectors."""
     v = sl.eig(a)[1]  # traced at second order: eig's own rule then refuses the eigenvector cotangent
     vt = _T(v)
@@ -1161,13 +1161,13 @@ def _eig_vjp(g, ans, a, b=None, left=False, right=True, overwrite_a=False, overw
             raise _refuse("eig", "a cotangent on the eigenvectors (only the eigenvalues are differentiated; second "
                                  "derivatives need them too). Use eigh for a symmetric matrix.")
         g = g[0]
-    return _eig_cotangent("eig", g, a)
+    return _eig_cotangent(g, a)
 
 
 def _eigvals_vjp(g, ans, a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
     if b is not None or homogeneous_eigvals:
         raise _refuse("eigvals", "a generalized problem or homogeneous_eigvals=True.")
-    return _eig_cotangent("eigvals", g, a)
+    return _eig_cotangent(g, a)
 
 
 defvjp(intercepted(sl.eig), _eig_vjp, note="eigenvalues only, first order; eigenvector cotangents raise")
