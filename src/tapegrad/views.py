@@ -17,11 +17,26 @@ import numpy as np
 from .errors import GradientDroppedError
 from .tracer import ROUTES, Tracer, strip
 
-__all__ = ["WHOLE", "link_view", "link_opaque_views", "write", "write_inplace"]
+__all__ = ["WHOLE", "Mapped", "link_view", "link_opaque_views", "write", "write_inplace"]
+
+
+class _Held:
+    """A strong reference that reads like a ``weakref.ref`` (``held()`` is the object)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __call__(self) -> Any:
+        return self.obj
 
 
 def link_view(base: Tracer, view: Tracer, index: Any) -> None:
-    view._viewof = (weakref.ref(base), index)
+    # A view of a view keeps its base alive, as NumPy's ``.base`` does: in
+    # ``v = y.reshape(2, 3).T`` the reshaped array is a temporary that still links v to y.
+    held = _Held(base) if getattr(base, "_viewof", None) is not None else weakref.ref(base)
+    view._viewof = (held, index)
     views = getattr(base, "_views", None)
     if views is None:
         base._views = [weakref.ref(view)]
@@ -30,9 +45,51 @@ def link_view(base: Tracer, view: Tracer, index: Any) -> None:
         views.append(weakref.ref(view))
 
 
-#: The index of a view whose element mapping tapegrad does not track (made by
-#: reshape, transpose, ravel, ...): it counts as overlapping everything.
+#: The index of a view whose element mapping tapegrad does not track (``np.real`` of a
+#: complex array, a ``.view`` of another item size): it counts as overlapping
+#: everything, and writing through it is refused.
 WHOLE = object()
+
+
+class Mapped:
+    """The index of a view made by a call (reshape, transpose, swapaxes, ravel, ...).
+
+    Keeps the two arrays NumPy made, which share memory, and reads from their data
+    addresses, when first asked, which element of the base each element of the view
+    is: ``positions`` has the view's shape and holds flat (C-order) positions in the
+    base.  A write through such a view is replayed onto the base, as for a slice.
+    """
+
+    __slots__ = ("_view", "_base", "_positions", "writeable")
+
+    def __init__(self, view: np.ndarray, base: np.ndarray) -> None:
+        self._view, self._base, self._positions = view, base, None
+        self.writeable = bool(view.flags.writeable)  # broadcast_to and diagonal give read-only views
+
+    @property
+    def positions(self) -> Optional[np.ndarray]:
+        """Flat positions in the base, shaped like the view; ``None`` if some are not in the base."""
+        if self._positions is None:
+            in_base = _addresses(self._base).ravel()
+            order = np.argsort(in_base, kind="stable")
+            ordered = in_base[order]
+            wanted = _addresses(self._view)
+            at = np.minimum(np.searchsorted(ordered, wanted), ordered.size - 1)
+            if ordered.size == 0 or not np.array_equal(ordered[at], wanted):
+                self._positions = False
+            else:
+                self._positions = order[at]
+            self._view = self._base = None  # the mapping is all that is needed from now on
+        return None if self._positions is False else self._positions
+
+
+def _addresses(a: np.ndarray) -> np.ndarray:
+    """The memory address of each element of ``a``, shaped like ``a``."""
+    out = np.full(a.shape, a.__array_interface__["data"][0], dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(a.shape, a.strides)):
+        step = np.arange(n, dtype=np.int64) * stride
+        out += step.reshape((n,) + (1,) * (a.ndim - axis - 1))
+    return out
 
 
 def link_opaque_views(base: Tracer, out: Any) -> None:
@@ -41,14 +98,23 @@ def link_opaque_views(base: Tracer, out: Any) -> None:
     if type(raw_base).__module__.startswith("dask."):  # Dask values never alias (and may_share_memory would compute)
         return  # Dask arrays are immutable (no views to replay), and may_share_memory would compute them
     for view in out if isinstance(out, (list, tuple)) else (out,):
-        if type(view) is Tracer and view._tape is base._tape and np.may_share_memory(strip(view), raw_base):
-            link_view(base, view, WHOLE)
+        if type(view) is Tracer and view._tape is base._tape:
+            raw_view = strip(view)
+            if np.may_share_memory(raw_view, raw_base):
+                mappable = (
+                    type(raw_view) is np.ndarray and type(raw_base) is np.ndarray
+                    and raw_view.dtype == raw_base.dtype
+                )
+                link_view(base, view, Mapped(raw_view, raw_base) if mappable else WHOLE)
 
 
 def _positions(shape: tuple, index: Any) -> np.ndarray:
     size = int(np.prod(shape, dtype=np.int64))
     if index is WHOLE:
         return np.arange(size)
+    if type(index) is Mapped:
+        positions = index.positions
+        return np.arange(size) if positions is None else positions.ravel()
     return np.arange(size).reshape(shape)[index].ravel()
 
 
@@ -92,13 +158,17 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
                         "y = x.copy(); y[i] = v), or drop the view first."
                     )
     viewof = getattr(target, "_viewof", None)
-    if viewof is not None and viewof[1] is WHOLE and viewof[0]() is not None:
-        raise GradientDroppedError(
-            "in-place write into a view of a traced array made by reshape / transpose / ravel "
-            "(or a similar call) while the original is alive: NumPy would change the original "
-            "too, which tapegrad cannot replay. Copy first (y = x.reshape(...).copy()) or "
-            "write out of place."
-        )
+    if viewof is not None and type(viewof[1]) is Mapped and not viewof[1].writeable:
+        raise ValueError("assignment destination is read-only")  # NumPy's own refusal (broadcast_to)
+    if viewof is not None and viewof[0]() is not None:
+        how = viewof[1]
+        if how is WHOLE or (type(how) is Mapped and not _one_to_one(how)):
+            raise GradientDroppedError(
+                "in-place write into a view of a traced array whose elements tapegrad cannot map "
+                "onto the original (np.real / np.imag of a complex array, or a view of another "
+                "item size) while the original is alive: NumPy would change the original too. "
+                "Copy first (y = np.real(x).copy()) or write out of place."
+            )
     if isinstance(strip(target), np.ndarray):
         # A 0-d array written in place stays an array (NumPy returns a scalar for the
         # arithmetic that computed the new value): later in-place updates must write too.
@@ -110,8 +180,18 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
         if base is not None:
             # Written through a view: replay the write onto the base, as NumPy would.
             view_index = viewof[1]
-            write(base, ROUTES.setitem(base, view_index, target), writer=target, index=view_index)
+            if type(view_index) is Mapped:
+                # Each element of the view is one element of the base (see Mapped).
+                where = np.unravel_index(view_index.positions, base.shape)
+                write(base, ROUTES.setitem(base, where, target), writer=target, index=view_index)
+            else:
+                write(base, ROUTES.setitem(base, view_index, target), writer=target, index=view_index)
     return target
+
+
+def _one_to_one(how: Mapped) -> bool:
+    positions = how.positions
+    return positions is not None and np.unique(positions).size == positions.size
 
 
 ROUTES.write = write
