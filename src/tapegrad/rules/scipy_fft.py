@@ -51,6 +51,7 @@ from scipy.fft import _basic_backend, _fftlog_backend, _realtransforms_backend
 from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, defvjp, intercepted
+from ..binding import strip_all
 from ..tracer import Tracer
 from .fft import _cook, _dual, _fit, _half_weights
 
@@ -59,14 +60,34 @@ __all__: list = []
 _PLAN_MESSAGE = "Passing a precomputed plan is not yet supported by scipy.fft functions"
 
 
-def _plain(function: str, name: str, value: Any) -> None:
-    """Refuse a tracer in an argument that has no derivative here (a length, an order)."""
-    if type(value) is Tracer or (isinstance(value, (list, tuple)) and any(type(v) is Tracer for v in value)):
+def _reaches_source(value: Any) -> bool:
+    """Whether a tracer in ``value`` (lists, tuples, dicts too) depends on a watched input.
+
+    Array-API code makes constant tracers (``xp.asarray([0.0, 1.0])``): those carry
+    no derivative and are used as plain values.
+    """
+    if type(value) is Tracer:
+        while type(value) is Tracer:
+            if value._tape.reaches_source(value._index):
+                return True
+            value = value._value
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_reaches_source(v) for v in value)
+    if isinstance(value, dict):
+        return any(_reaches_source(v) for v in value.values())
+    return False
+
+
+def _plain(function: str, name: str, value: Any) -> Any:
+    """``value`` as plain values; refuse a tracer there that depends on a watched input."""
+    if _reaches_source(value):
         raise NonDifferentiableArgumentError(
             f"tapegrad cannot differentiate scipy.fft.{function} with respect to {name}: it must be a "
             f"plain number. Pass {name} as a float (use tapegrad.stop_gradient if it is computed from "
             "traced values)."
         )
+    return strip_all(value)
 
 
 def _real_dtype(h: Any) -> np.dtype:
@@ -111,7 +132,7 @@ def _dft_one_d(kind):
     def impl(x, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, *, plan=None):
         if plan is not None:
             raise NotImplementedError(_PLAN_MESSAGE)
-        _plain(kind, "n", n)
+        n = _plain(kind, "n", n)
         _dual(norm)  # SciPy's ValueError for an unknown norm, before any work
         s, axes = _cook(np.shape(x), None if n is None else (n,), (axis,), kind in ("irfft", "hfft"))
         return dft_p(x, kind, s, axes, norm, True, workers=workers)
@@ -123,7 +144,7 @@ def _dft_nd(kind, default_axes=None):
     def impl(x, s=None, axes=default_axes, norm=None, overwrite_x=False, workers=None, *, plan=None):
         if plan is not None:
             raise NotImplementedError(_PLAN_MESSAGE)
-        _plain(kind + "n", "s", s)
+        s = _plain(kind + "n", "s", s)
         _dual(norm)
         if axes is not None and np.ndim(axes) == 0:
             axes = (axes,)
@@ -238,15 +259,16 @@ defvjp(r2r_p, _r2r_vjp, None, None, None, None, None, None, None, note="exact tr
 
 
 def _check_type(kind, type):
-    _plain(kind, "type", type)
+    type = _plain(kind, "type", type)
     if type not in (1, 2, 3, 4):
         raise ValueError(f"invalid transform type {type!r}; must be 1, 2, 3 or 4")
+    return type
 
 
 def _r2r_one_d(kind):
     def impl(x, type=2, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, orthogonalize=None):
-        _check_type(kind, type)
-        _plain(kind, "n", n)
+        type = _check_type(kind, type)
+        n = _plain(kind, "n", n)
         _dual(norm)
         s, axes = _cook(np.shape(x), None if n is None else (n,), (axis,))
         return r2r_p(x, kind, type, s, axes, norm, orthogonalize, True, workers=workers)
@@ -256,8 +278,8 @@ def _r2r_one_d(kind):
 
 def _r2r_nd(kind):
     def impl(x, type=2, s=None, axes=None, norm=None, overwrite_x=False, workers=None, orthogonalize=None):
-        _check_type(kind + "n", type)
-        _plain(kind + "n", "s", s)
+        type = _check_type(kind + "n", type)
+        s = _plain(kind + "n", "s", s)
         _dual(norm)
         if axes is not None and np.ndim(axes) == 0:
             axes = (axes,)
@@ -283,8 +305,9 @@ def _hankel(inverse):
     def impl(a, dln, mu, offset=0.0, bias=0.0):
         # SciPy's own FFTLog steps (scipy/fft/_fftlog_backend.py), on the traced array:
         # a linear map of ``a``, with its coefficients computed from the plain parameters.
-        for arg, value in (("dln", dln), ("mu", mu), ("offset", offset), ("bias", bias)):
-            _plain(name, arg, value)
+        dln, mu, offset, bias = (
+            _plain(name, arg, value) for arg, value in (("dln", dln), ("mu", mu), ("offset", offset), ("bias", bias))
+        )
         n = np.shape(a)[-1]
         if bias != 0:
             j = np.arange(n, dtype=np.float64) - (n - 1) / 2

@@ -88,14 +88,37 @@ def _traced(value: Any) -> bool:
     return type(value) is Tracer or has_tracer(value)
 
 
-def _plain(function: str, name: str, value: Any, why: str = "") -> None:
-    """Refuse a tracer in an argument tapegrad does not differentiate (knots, orders, options)."""
-    if _traced(value):
+def _reaches_source(value: Any) -> bool:
+    """Whether a tracer in ``value`` (lists, tuples, dicts too) depends on a watched input.
+
+    Array-API code makes constant tracers (``xp.asarray([0.0, 1.0])``): those carry
+    no derivative and are used as plain values.
+    """
+    if type(value) is Tracer:
+        while type(value) is Tracer:
+            if value._tape.reaches_source(value._index):
+                return True
+            value = value._value
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_reaches_source(v) for v in value)
+    if isinstance(value, dict):
+        return any(_reaches_source(v) for v in value.values())
+    return False
+
+
+def _plain(function: str, name: str, value: Any, why: str = "") -> Any:
+    """``value`` as plain values; a tracer that depends on a watched input there is refused.
+
+    For the arguments tapegrad does not differentiate (knots, orders, options).
+    """
+    if _reaches_source(value):
         raise NonDifferentiableArgumentError(
             f"tapegrad cannot differentiate scipy.interpolate.{function} with respect to {name}"
             f"{': ' + why if why else ''}. Pass {name} as plain values "
             "(tapegrad.stop_gradient(...) if they are computed from traced values)."
         )
+    return strip_all(value)
 
 
 def _float(value: Any) -> Any:
@@ -311,7 +334,7 @@ def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
 
 
 def _ppoly_call(self, x, nu=0, extrapolate=None):
-    _plain(f"{type(self).__name__}.__call__", "nu", nu)
+    nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
     c, breakpoints = self._c, self._x
@@ -356,7 +379,7 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
     if extrapolate != "periodic":
         ends = _primitive_at(anti, x, np.stack([a, b]), extrapolate)
         return sign * (ends[1] - ends[0])
-    _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
+    a, b = _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
     xs, xe = x[0], x[-1]
     n_periods, left = divmod(b - a, xe - xs)
     whole = _primitive_at(anti, x, np.array([xs, xe]), False)
@@ -381,7 +404,7 @@ def _ppoly_unsupported(method: str, why: str):
 
 def _ppoly_init(self, c, x, extrapolate=None, axis=0):
     name = type(self).__name__
-    _plain(name, "x", x, "breakpoints are not differentiated")
+    x = _plain(name, "x", x, "breakpoints are not differentiated")
     if isinstance(self, BPoly):
         raise UnsupportedFunctionError(
             "scipy.interpolate.BPoly", "tapegrad differentiates PPoly (power basis) only; build a PPoly instead"
@@ -403,7 +426,7 @@ def _hermite_coefficients(x: np.ndarray, y0: Any, d0: Any) -> Any:
 
 
 def _hermite_init(self, x, y, dydx, axis=0, extrapolate=None):
-    _plain("CubicHermiteSpline", "x", x, "breakpoints are not differentiated")
+    x = _plain("CubicHermiteSpline", "x", x, "breakpoints are not differentiated")
     CubicHermiteSpline.__init__(self, x, strip_all(y), strip_all(dydx), axis, extrapolate)
     y0 = np.moveaxis(_float(y), self.axis, 0)
     d0 = np.moveaxis(_float(dydx), self.axis, 0)
@@ -444,7 +467,7 @@ def _pchip_slopes(x: np.ndarray, y0: Any) -> Any:
 
 
 def _pchip_init(self, x, y, axis=0, extrapolate=None):
-    _plain("PchipInterpolator", "x", x, "breakpoints are not differentiated")
+    x = _plain("PchipInterpolator", "x", x, "breakpoints are not differentiated")
     PchipInterpolator.__init__(self, x, strip_all(y), axis, extrapolate)
     y0 = np.moveaxis(_float(y), self.axis, 0)
     _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _pchip_slopes(self._x, y0)))
@@ -484,7 +507,7 @@ def _akima_slopes(x: np.ndarray, y0: Any, method: str) -> Any:
 
 
 def _akima_init(self, x, y, axis=0, *, method="akima", extrapolate=None):
-    _plain("Akima1DInterpolator", "x", x, "breakpoints are not differentiated")
+    x = _plain("Akima1DInterpolator", "x", x, "breakpoints are not differentiated")
     Akima1DInterpolator.__init__(self, x, strip_all(y), axis, method=method, extrapolate=extrapolate)
     y0 = np.moveaxis(_float(y), self.axis, 0)
     _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _akima_slopes(self._x, y0, method)))
@@ -498,8 +521,8 @@ def _homogeneous_cubic_bc(bc_type: Any, n: int) -> Any:
 
 
 def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=None):
-    _plain("CubicSpline", "x", x, "breakpoints are not differentiated")
-    _plain("CubicSpline", "bc_type", bc_type, "boundary derivative values are not differentiated")
+    x = _plain("CubicSpline", "x", x, "breakpoints are not differentiated")
+    bc_type = _plain("CubicSpline", "bc_type", bc_type, "boundary derivative values are not differentiated")
     CubicSpline.__init__(self, x, strip_all(y), axis, bc_type, extrapolate)
     knots = self._x
     n = len(knots)
@@ -594,7 +617,7 @@ def _bspline_evaluate(t: np.ndarray, c: Any, k: int, points: Any, nu: int, extra
 
 
 def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
-    _plain("BSpline", "t", t, "knots are not differentiated")
+    t = _plain("BSpline", "t", t, "knots are not differentiated")
     BSpline.__init__(self, t, strip_all(c), k, extrapolate, axis)
     c = _float(c)
     if self.axis != 0:
@@ -603,7 +626,7 @@ def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
 
 
 def _bspline_call(self, x, nu=0, extrapolate=None):
-    _plain(f"{type(self).__name__}.__call__", "nu", nu)
+    nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
     return _bspline_evaluate(self._t, self._c, self.k, x, int(nu), extrapolate, self.axis)
@@ -647,7 +670,7 @@ def _bspline_integrate(self, a, b, extrapolate=None):
             a, b = np.maximum(a, t[k]), np.minimum(b, t[n])
         ends = primitive_at(np.stack([a, b]), bool(extrapolate))
         return sign * (ends[1] - ends[0])
-    _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
+    a, b = _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
     ts, te = t[k], t[n]
     n_periods, left = divmod(b - a, te - ts)
     whole = primitive_at(np.array([ts, te]), False)
@@ -677,9 +700,9 @@ def _homogeneous_spline_bc(bc_type: Any, n: int) -> Any:
 
 
 def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=True):
-    _plain("make_interp_spline", "x", x, "abscissae are not differentiated")
-    _plain("make_interp_spline", "t", t, "knots are not differentiated")
-    _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
+    x = _plain("make_interp_spline", "x", x, "abscissae are not differentiated")
+    t = _plain("make_interp_spline", "t", t, "knots are not differentiated")
+    bc_type = _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
     spline = make_interp_spline(x, strip_all(y), k, t, bc_type, axis, check_finite)
     n = np.shape(y)[axis]
     homogeneous = _homogeneous_spline_bc(bc_type, n)
@@ -693,8 +716,9 @@ def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=Tr
 
 
 def _make_lsq_spline(x, y, t, k=3, w=None, axis=0, check_finite=True, *, method="qr"):
-    for name, value in (("x", x), ("t", t), ("w", w)):
-        _plain("make_lsq_spline", name, value, "only the data y are differentiated")
+    x, t, w = (
+        _plain("make_lsq_spline", n, v, "only the data y are differentiated") for n, v in (("x", x), ("t", t), ("w", w))
+    )
     spline = make_lsq_spline(x, strip_all(y), t, k, w, axis, check_finite, method=method)
 
     def build(basis):
@@ -705,8 +729,10 @@ def _make_lsq_spline(x, y, t, k=3, w=None, axis=0, check_finite=True, *, method=
 
 
 def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
-    for name, value in (("x", x), ("w", w), ("lam", lam)):
-        _plain("make_smoothing_spline", name, value, "only the data y are differentiated")
+    x, w, lam = (
+        _plain("make_smoothing_spline", n, v, "only the data y are differentiated")
+        for n, v in (("x", x), ("w", w), ("lam", lam))
+    )
     if lam is None:
         raise NonDifferentiableArgumentError(
             "tapegrad cannot differentiate scipy.interpolate.make_smoothing_spline with lam=None: the "
@@ -726,8 +752,8 @@ def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
 # ----------------------------------------------------------------- interp1d
 def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=None, fill_value=np.nan,
                    assume_sorted=False):
-    _plain("interp1d", "x", x, "abscissae are not differentiated")
-    _plain("interp1d", "fill_value", fill_value)
+    x = _plain("interp1d", "x", x, "abscissae are not differentiated")
+    fill_value = _plain("interp1d", "fill_value", fill_value)
     interp1d.__init__(self, x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
     y = _float(y)
     if not assume_sorted:
@@ -788,8 +814,8 @@ def _interp1d_call(self, x):
 # ----------------------------------------------------------------- regular grids
 def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_value=np.nan, *, solver=None,
               solver_args=None):
-    _plain("RegularGridInterpolator", "points", points, "the grid is not differentiated")
-    _plain("RegularGridInterpolator", "fill_value", fill_value)
+    points = _plain("RegularGridInterpolator", "points", points, "the grid is not differentiated")
+    fill_value = _plain("RegularGridInterpolator", "fill_value", fill_value)
     RegularGridInterpolator.__init__(
         self, points, strip_all(values), method, bounds_error, fill_value, solver=solver, solver_args=solver_args
     )
@@ -908,7 +934,7 @@ def _interpn(points, values, xi, method="linear", bounds_error=True, fill_value=
 # ----------------------------------------------------------------- FITPACK's splev
 def _splev(x, tck, der=0, ext=0):
     t, c, k = tck
-    _plain("splev", "the knots tck[0]", t, "knots are not differentiated")
+    t = _plain("splev", "the knots tck[0]", t, "knots are not differentiated")
     if isinstance(c, (list, tuple)) and len(c) and np.ndim(c[0]) > 0:  # parametric: one spline per coordinate
         return [_splev(x, (t, ci, k), der, ext) for ci in c]
     if not (0 <= der <= k):
