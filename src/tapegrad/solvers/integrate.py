@@ -39,7 +39,7 @@ map ``x = a + (1 - t) / t``.  The rule's value is checked against SciPy's.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import numpy as np
 import scipy.integrate as _int
@@ -219,8 +219,10 @@ def _merge_grid(steps: np.ndarray, extra: np.ndarray) -> np.ndarray:
     return merged[(merged >= lo) & (merged <= hi)]
 
 
-def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True) -> Callable:
+def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: bool = False) -> Callable:
     def rhs(t: Any, y: Any) -> Any:
+        if vectorized:  # as SciPy calls a vectorized fun for one state: a column
+            y = y[:, None]
         out = fun(t, y, *args) if tfirst else fun(y, t, *args)
         return np.reshape(as_array(out), (-1,))
 
@@ -263,7 +265,6 @@ def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_
                  t_out: Any, method: str, rtol: float, atol: float) -> tuple:
     """Traced states at the output times ``t_out`` (traced or plain), and the collocation."""
     name, steps = call.name, call.steps()
-    t0p = float(strip(t0))
     y0v = y0
     if levels_of(t0):
         # y(t0p) is the flow from (t0, y0) back to t0p.
@@ -308,7 +309,11 @@ def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
         return out
     name = call.name
     if out.status == -1:
-        return out  # SciPy failed: its message says why; there is no solution to differentiate
+        raise NonDifferentiableArgumentError(
+            f"{name} failed ({out.message}), so there is no solution to differentiate; its traced "
+            "inputs would otherwise get a silently wrong derivative. Fix the integration first "
+            "(tolerances, method='Radau' or 'BDF' for stiff problems, a shorter span)."
+        )
     plain = out if out.sol is not None else call.run(dense_output=True)
     fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
     y0 = _as_traced_vector(call.get("y0"))
@@ -318,7 +323,7 @@ def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
     t_span = call.get("t_span")
     t0, t1 = t_span[0], t_span[1]
     t_eval = call.get("t_eval")
-    rhs = _vector_rhs(fun, fargs)
+    rhs = _vector_rhs(fun, fargs, vectorized=bool(call.get("vectorized")))
     steps = call.steps()
     method = call.get("method") if isinstance(call.get("method"), str) else "custom"
     events = call.get("events")
@@ -340,11 +345,10 @@ def _solve_ivp(*args: Any, **kwargs: Any) -> Any:
     options = call.get("options") or {}
     rtol, atol = float(options.get("rtol", 1e-3)), np.min(options.get("atol", 1e-6))
     states, colloc = _ode_outputs(call, rhs, t0, y0, plain.sol, plain.sol.ts, t_out, method, rtol, atol)
-    if out.status == 1 and event_list:
+    if out.status == 1 and event_list and t_eval is None:
         # A terminal event ended the run: the last time is the event's, traced below.
         states[-1], t_end = _event_end(call, rhs, event_list, fargs, out, colloc, steps)
-        if t_eval is None:
-            t_out = np.concatenate([np.reshape(t_out, (-1,))[:-1], np.reshape(t_end, (1,))])
+        t_out = np.concatenate([np.reshape(t_out, (-1,))[:-1], np.reshape(t_end, (1,))])
     out.y = tie(out.y, np.stack(states, axis=-1))
     if levels_of(t_out):
         out.t = tie(out.t, np.reshape(t_out, (-1,)))
