@@ -12,8 +12,9 @@ therefore multiply by the plain derivative, without a conjugate.
 Points where the derivative does not exist, and what tapegrad returns there:
 
 * ``sqrt`` / ``cbrt`` at 0: the true derivative is infinite, so the gradient
-  is ``inf`` (with NumPy's divide-by-zero warning), or ``nan`` where the
-  incoming cotangent is 0 (``0 * inf``), exactly as JAX and autograd do.
+  is ``inf`` (with NumPy's divide-by-zero warning). Where the incoming
+  cotangent is exactly 0 the contribution is 0, not ``0 * inf = nan``
+  (strong zeros, see ``tapegrad.backward.strong_zero``).
   Write ``np.sqrt(x + eps)`` or ``np.hypot`` if you need a finite value.
 * ``abs``, ``fabs``, ``hypot`` at 0 and ``copysign`` at ``x == 0``: the
   subgradient 0.
@@ -126,8 +127,8 @@ _core(np.log, lambda g, ans, x: g / x, needs=((0,),))
 _core(np.log2, lambda g, ans, x: (g / _LN2) / x, needs=((0,),))
 _core(np.log10, lambda g, ans, x: (g / _LN10) / x, needs=((0,),))
 _core(np.log1p, lambda g, ans, x: g / (x + 1), needs=((0,),))
-_core(np.sqrt, lambda g, ans, x: (g * 0.5) / ans, note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
-_core(np.cbrt, lambda g, ans, x: (g / 3) / (ans * ans), note="inf at 0 (nan where the cotangent is 0)", needs=((-1,),))
+_core(np.sqrt, lambda g, ans, x: (g * 0.5) / ans, note="inf at 0 (0 where the cotangent is 0)", needs=((-1,),))
+_core(np.cbrt, lambda g, ans, x: (g / 3) / (ans * ans), note="inf at 0 (0 where the cotangent is 0)", needs=((-1,),))
 # exp(x - ans) <= 1 never overflows: the stable form of e^x / (e^x + e^y).
 _core(
     np.logaddexp,
