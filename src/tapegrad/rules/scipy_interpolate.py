@@ -40,8 +40,7 @@ Not differentiated (a clear error instead): the breakpoints/knots/grid (``x``,
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
-with a traced ``fill_value``, ``RegularGridInterpolator`` with ``method="pchip"``,
-``interpn`` with ``method="splinef2d"``.  A periodic interpolant's data must have
+with a traced ``fill_value``, ``interpn`` with ``method="splinef2d"``.  A periodic interpolant's data must have
 ``y[0] == y[-1]``; its gradient is shared equally between the two.
 """
 
@@ -864,18 +863,37 @@ def _spline_weights(grid: np.ndarray, k: int, points: Any, nu: int) -> Any:
     return _bspline_evaluate(cardinal._t, cardinal._c, k, points, nu, True, 0)
 
 
+def _rgi_pchip(grid: tuple, values: Any, flat: Any, plain: np.ndarray) -> Any:
+    """SciPy's recursive PCHIP on a grid: fold the last axis, then each axis at each point's coordinate.
+
+    SciPy fits one ``PchipInterpolator`` per point and axis; here the slopes and
+    Hermite coefficients of all points' data are computed at once and each point
+    reads its own column.
+    """
+    ndim = len(grid)
+    points = np.arange(np.shape(flat)[0])
+    # Last grid axis first: its interpolants are evaluated at every point.
+    folded = None
+    for d in range(ndim - 1, -1, -1):
+        g = grid[d]
+        if folded is None:
+            y0 = np.moveaxis(values, d, 0)  # (n_d, n_0, ..., n_{d-1}, extra)
+        else:
+            y0 = np.moveaxis(folded, d + 1, 0)  # (n_d, P, n_0, ..., n_{d-1}, extra)
+        c = _hermite_coefficients(g, y0, _pchip_slopes(g, y0))
+        index, _ = _pp_intervals(g, plain[:, d])
+        pieces = c[:, index] if folded is None else c[:, index, points]  # (4, P, ...)
+        t = np.reshape(flat[:, d] - g[index], (-1,) + (1,) * (np.ndim(pieces) - 2))
+        folded = _horner(pieces, t)  # (P, n_0, ..., n_{d-1}, extra)
+    return folded
+
+
 def _rgi_call(self, xi, method=None, *, nu=None):
     method = self.method if method is None else method
     if method not in self._ALL_METHODS:
         raise ValueError(f"Method '{method}' is not defined")
     if nu is not None and method not in self._SPLINE_METHODS_ndbspl:
         raise ValueError(f"Can only compute derivatives for methods {self._SPLINE_METHODS_ndbspl}, got {method =}.")
-    if method == "pchip":
-        raise UnsupportedFunctionError(
-            "scipy.interpolate.RegularGridInterpolator.__call__",
-            "method='pchip' is not differentiated by tapegrad (its slopes are a nonlinear function of "
-            "the values along each axis); use 'linear', 'nearest', 'slinear', 'cubic' or 'quintic'",
-        )
     if method != self.method and method in self._SPLINE_METHODS:
         self._validate_grid_dimensions(self._grid, method)
     flat, plain, shape, nans, outside = _rgi_points(self, xi)
@@ -903,6 +921,8 @@ def _rgi_call(self, xi, method=None, *, nu=None):
                 for d in range(ndim):
                     weight = weight * weights[d][corner[d]][1]
                 result = result + values[index] * _trailing(weight, extra)
+    elif method == "pchip":
+        result = _rgi_pchip(self._grid, values, flat, plain)
     else:
         k = self._SPLINE_DEGREE_MAP[method]
         orders = (0,) * ndim if nu is None else tuple(int(v) for v in np.broadcast_to(nu, (ndim,)))
