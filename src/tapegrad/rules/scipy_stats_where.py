@@ -99,12 +99,17 @@ def _lazyselect(condlist: Sequence[Any], choicelist: Sequence[Callable[..., Any]
 
 
 def _register() -> None:
-    import scipy._lib._util as util
-    import scipy._lib.array_api_extra as xpx
+    # Keyed by the very objects the distributions call (``xpx.apply_where`` as
+    # ``_continuous_distns`` imported it), wherever a SciPy version keeps them.
+    import scipy.stats._continuous_distns as cd
 
-    defcomposite(intercepted(xpx.apply_where), _apply_where)
-    if hasattr(util, "_lazyselect"):
-        defcomposite(intercepted(util._lazyselect), _lazyselect)
+    xpx = getattr(cd, "xpx", None)
+    apply_where = getattr(xpx, "apply_where", None)
+    if callable(apply_where) and getattr(apply_where, "__code__", None) is not None:
+        defcomposite(intercepted(apply_where), _apply_where)
+    lazyselect = getattr(cd, "_lazyselect", None)
+    if callable(lazyselect) and getattr(lazyselect, "__code__", None) is not None:
+        defcomposite(intercepted(lazyselect), _lazyselect)
 
 
 _register()
