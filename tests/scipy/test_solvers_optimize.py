@@ -7,6 +7,8 @@ with parameters reached through closures, ``args=`` and data, called as users
 call them: module attributes, names bound at import, keyword arguments.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -241,13 +243,63 @@ def test_minimize_singular_hessian_is_a_clear_error():
         tg.jacobian(argmin)(1.0)
 
 
-def test_minimize_constraints_are_a_clear_error():
+def test_minimize_interior_point_with_one_sided_bounds_is_unconstrained():
     def argmin(a):
-        cons = [{"type": "eq", "fun": lambda x: x[0] - x[1]}]
-        return minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2), method="SLSQP", constraints=cons).x
+        return minimize(lambda x: np.sum((x - a) ** 2), np.array([1.0, 1.0]), method="L-BFGS-B",
+                        bounds=[(0.0, None), (None, 10.0)]).x
 
-    with pytest.raises(NonDifferentiableArgumentError, match="constraints"):
-        tg.jacobian(argmin)(np.array([1.0, 2.0]))
+    assert np.allclose(tg.jacobian(argmin)(np.array([0.5, 2.0])), np.eye(2), atol=1e-10)
+
+
+def test_minimize_equality_constraint_kkt_projection_with_traced_args():
+    # min |x - a|^2 s.t. x0 + x1 = s: x = a - (a0 + a1 - s) / 2 (1, 1)
+    def argmin(a, s):
+        cons = [{"type": "eq", "fun": lambda x, s: x[0] + x[1] - s, "args": (s,)}]
+        return minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2), method="SLSQP", constraints=cons,
+                        options=dict(ftol=1e-14)).x
+
+    ja, js = tg.jacobian(argmin, argnums=(0, 1))(np.array([1.0, 2.0]), 1.0)
+    assert np.allclose(ja, [[0.5, -0.5], [-0.5, 0.5]], atol=1e-9) and np.allclose(js, [0.5, 0.5], atol=1e-9)
+
+
+@pytest.mark.parametrize("s, active", [(1.0, True), (5.0, False)])
+def test_minimize_inequality_constraint_active_and_inactive(s, active):
+    def argmin(a, s):
+        return minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2), method="trust-constr",
+                        constraints=optimize.NonlinearConstraint(lambda x: x[0] + x[1], -np.inf, s),
+                        options=dict(gtol=1e-12, xtol=1e-14)).x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # trust-constr's quasi-Newton on a quadratic
+        ja, js = tg.jacobian(argmin, argnums=(0, 1))(np.array([1.0, 2.0]), s)
+    if active:
+        assert np.allclose(ja, [[0.5, -0.5], [-0.5, 0.5]], atol=1e-8) and np.allclose(js, [0.5, 0.5], atol=1e-8)
+    else:
+        assert np.allclose(ja, np.eye(2), atol=1e-8) and np.allclose(js, 0.0, atol=1e-12)
+
+
+def test_minimize_nonlinear_constraint_on_a_circle_second_order():
+    # min x0 + x1 on the circle of radius r: x = -r / sqrt(2) (1, 1)
+    def argmin(r):
+        cons = {"type": "eq", "fun": lambda x: x[0] ** 2 + x[1] ** 2 - r**2}
+        return minimize(lambda x: x[0] + x[1], np.array([-0.5, -0.5]), method="SLSQP", constraints=cons,
+                        options=dict(ftol=1e-14)).x
+
+    assert np.allclose(tg.jacobian(argmin)(2.0), -np.sqrt(0.5), rtol=1e-7)
+    assert np.allclose(tg.jacobian(tg.jacobian(argmin))(2.0), 0.0, atol=1e-8)
+    # and one that curves: min (x0 - 2)^2 + x1^2 on x1 = r x0^2
+    def curved(r):
+        cons = {"type": "eq", "fun": lambda x: x[1] - r * x[0] ** 2}
+        return minimize(lambda x: (x[0] - 2.0) ** 2 + x[1] ** 2, np.array([1.0, 0.5]), method="SLSQP",
+                        constraints=cons, options=dict(ftol=1e-15, maxiter=500)).x
+
+    # eliminating x1: 2 (x0 - 2) + 4 r^2 x0^3 = 0, so dx0/dr = -8 r x0^3 / (2 + 12 r^2 x0^2)
+    r = 0.5
+    x0 = curved(r)[0]
+    d0 = -8 * r * x0**3 / (2 + 12 * r * r * x0 * x0)
+    assert np.allclose(tg.jacobian(curved)(r), [d0, x0 * x0 + 2 * r * x0 * d0], rtol=1e-6)
+    assert np.allclose(tg.jacobian(tg.jacobian(curved))(r), fd(tg.jacobian(curved), r, eps=1e-3),
+                       rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------------- fits

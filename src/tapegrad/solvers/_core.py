@@ -24,6 +24,7 @@ from one piece of code, without ever differentiating the solver's iterations.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from typing import Any, Callable, Iterable, Iterator, Optional, Set
 
@@ -303,9 +304,10 @@ class Call:
         self.explicit_levels: Set[int] = set()
         self.explicit_tapes: list = []
         for name, value in self.values.items():
-            if name not in names:
-                levels_of(value, self.explicit_levels)
-                self.explicit_tapes += [t for t in tapes_of(value) if all(t is not e for e in self.explicit_tapes)]
+            value = _constraint_parts(value)  # traced bounds inside constraint objects count too
+            levels_of(value, self.explicit_levels)
+            self.explicit_tapes += [t for t in tapes_of(value) if all(t is not e for e in self.explicit_tapes)]
+        del names
 
     def get(self, name: str) -> Any:
         return self.values[name]
@@ -316,6 +318,10 @@ class Call:
         for name, value in self.user.items():
             if name in self.callback_names:
                 value = _wrap_callables(self.callbacks, value)
+            elif type(value).__name__ in _CONSTRAINT_TYPES:  # Bounds(lb, ub) with traced lb, ub
+                value = copy.copy(value)
+                for key, v in vars(value).items():
+                    setattr(value, key, strip_tree(v))
             else:
                 value = strip_tree(value)
             arguments[name] = value
@@ -355,14 +361,32 @@ class Call:
         return max(1, len(self.explicit_levels | self.callbacks.levels))
 
 
+_CONSTRAINT_TYPES = ("NonlinearConstraint", "LinearConstraint", "Bounds")
+
+
+def _constraint_parts(value: Any) -> Any:
+    """SciPy's constraint objects as lists of their attributes (to find tracers in them)."""
+    if type(value).__name__ in _CONSTRAINT_TYPES:
+        return list(vars(value).values())
+    if type(value) in (list, tuple):
+        return [_constraint_parts(v) for v in value]
+    return value
+
+
 def _wrap_callables(callbacks: Callbacks, value: Any) -> Any:
+    """Callables wrapped for SciPy's run, everything else plain (constraint objects copied)."""
+    if type(value).__name__ in _CONSTRAINT_TYPES:
+        value = copy.copy(value)
+        for key, v in vars(value).items():
+            setattr(value, key, _wrap_callables(callbacks, v))
+        return value
     if callable(value):
         return callbacks.wrap(value)
     if type(value) in (list, tuple):
         return type(value)(_wrap_callables(callbacks, v) for v in value)
     if type(value) is dict:
         return {k: _wrap_callables(callbacks, v) for k, v in value.items()}
-    return value
+    return strip_tree(value)
 
 
 def order_of(*things: Iterable[Any], extra: Optional[Set[int]] = None) -> int:

@@ -186,6 +186,12 @@ def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple:
     return vector(lb), vector(ub)
 
 
+def _at_bound(value: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Where ``value`` sits on a finite ``bound`` (to a relative 1e-7: SciPy's solvers land on it)."""
+    finite = np.isfinite(bound)
+    return finite & (np.abs(value - np.where(finite, bound, 0.0)) <= 1e-7 * (1.0 + np.abs(np.where(finite, bound, 0.0))))
+
+
 def _argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: Any = None, pairs: bool = False) -> Any:
     """The traced minimizer: SciPy's ``x_star`` with the derivatives of the argmin.
 
@@ -206,8 +212,8 @@ def _argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: An
         base = None
     else:
         lbp, ubp = np.asarray(strip(lb), float), np.asarray(strip(ub), float)
-        at_lb = np.abs(z0 - lbp) <= 1e-8 * (1.0 + np.abs(lbp))
-        at_ub = np.abs(z0 - ubp) <= 1e-8 * (1.0 + np.abs(ubp))
+        at_lb = _at_bound(z0, lbp)
+        at_ub = _at_bound(z0, ubp) & ~at_lb
         free = ~(at_lb | at_ub)
         base = np.where(at_lb, lb, np.where(at_ub, ub, 0.0))
     take = np.eye(n)[:, free]  # free coordinates -> full vector
@@ -229,18 +235,92 @@ def _argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: An
     return tie(x_star, np.reshape(full(y), shape))
 
 
+def _active_constraints(call: Call, constraints: list, bounds: Any, x0: np.ndarray) -> Callable[[Any], Any]:
+    """``c(x)``: the constraints active at ``x0`` as equalities ``c(x) = 0`` (traced where they are).
+
+    Equalities always; an inequality (``fun(x) >= 0`` in a dict, ``lb <= fun(x) <= ub`` in
+    a ``NonlinearConstraint`` or ``LinearConstraint``, a bound) when it holds with
+    equality at the solution.
+    """
+    n = x0.size
+    parts: list = []  # (function of x returning a vector, indices of the active components)
+
+    near = _at_bound
+
+    def add(fun: Callable[[Any], Any], lower: Any, upper: Any) -> None:
+        with call.quiet():
+            value = np.asarray(strip(np.reshape(as_array(fun(x0)), (-1,))), dtype=float)
+        lo = lower + np.zeros(value.size) if levels_of(lower) else np.asarray(lower, float) + np.zeros(value.size)
+        hi = upper + np.zeros(value.size) if levels_of(upper) else np.asarray(upper, float) + np.zeros(value.size)
+        lop, hip = np.asarray(strip(lo)), np.asarray(strip(hi))
+        at_lo, at_hi = near(value, lop), near(value, hip) & ~near(value, lop)
+        if at_lo.any() or at_hi.any():
+            parts.append((fun, lo, hi, at_lo, at_hi))
+
+    for c in constraints:
+        if isinstance(c, dict):
+            cfun, cargs = c["fun"], _args_tuple(c.get("args"))
+            ceq = c.get("type") == "eq"
+            add(lambda x, f=cfun, a=cargs: f(x, *a), 0.0, 0.0 if ceq else np.inf)
+        elif isinstance(c, _opt.NonlinearConstraint):
+            add(c.fun, c.lb, c.ub)
+        elif isinstance(c, _opt.LinearConstraint):
+            add(lambda x, A=c.A: A @ x, c.lb, c.ub)
+        else:
+            raise refuse(call.name, "`constraints=`", f"holds a {type(c).__name__}",
+                         "Pass dicts, NonlinearConstraint or LinearConstraint objects.")
+    lb, ub = _bounds_arrays(bounds, n, True)
+    if lb is not None:
+        add(lambda x: x, lb, ub)
+
+    def active(x: Any) -> Any:
+        pieces = []
+        for fun, lo, hi, at_lo, at_hi in parts:
+            v = np.reshape(as_array(fun(x)), (-1,))
+            pieces += [(v - lo)[at_lo], (v - hi)[at_hi]]
+        return np.concatenate(pieces) if pieces else np.zeros(0)
+
+    return active
+
+
+def _constrained_argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: Any,
+                        constraints: list) -> Any:
+    """The traced minimizer under constraints: the KKT conditions at SciPy's solution.
+
+    With the active constraints ``c(x) = 0`` and multipliers ``lam`` (least squares on
+    ``grad f + J_c' lam = 0`` at the solution), ``(x, lam)`` is a stationary point of the
+    Lagrangian ``f + lam . c``; its chord steps give the derivatives of both.
+    """
+    x0 = np.asarray(strip_tree(x_star), dtype=np.float64).reshape(-1)
+    n = x0.size
+    active = _active_constraints(call, constraints, bounds, x0)
+    with call.quiet():
+        g0 = np.asarray(strip(grad(objective)(x0)))
+        jc = np.asarray(strip(jacobian(active)(x0))).reshape(-1, n)
+    if jc.shape[0] == 0:
+        return _argmin(call, objective, x_star)
+    lam0 = np.linalg.lstsq(jc.T, -g0, rcond=None)[0]
+    w0 = np.concatenate([x0, lam0])
+
+    def lagrangian(w: Any) -> Any:
+        return objective(w[:n]) + w[n:] @ active(w[:n])
+
+    with call.quiet():
+        kkt = np.asarray(strip(hessian(lagrangian)(w0)))
+    solve = lu_solver(kkt, call.name, "KKT matrix (Hessian of the Lagrangian bordered by the active "
+                      "constraints' Jacobian)")
+    w = chord(lambda w: grad(lagrangian)(w), w0, solve, call.steps())
+    return tie(x_star, np.reshape(w[:n], np.shape(x_star)))
+
+
 def _minimize(*args: Any, **kwargs: Any) -> Any:
-    call = Call(_opt.minimize, args, kwargs, ("fun", "jac", "hess", "hessp", "callback"))
+    call = Call(_opt.minimize, args, kwargs, ("fun", "jac", "hess", "hessp", "callback", "constraints"))
     out = call.run()
     if not call.traced:
         return out
     constraints = call.get("constraints")
-    if constraints is not None and not (isinstance(constraints, (list, tuple)) and len(constraints) == 0):
-        raise refuse(
-            call.name, "`constraints=`", "is not supported for derivatives (the optimality condition "
-            "then involves Lagrange multipliers)",
-            "Eliminate the constraint by a change of variables, or use bounds=, which tapegrad supports.",
-        )
+    if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
+        constraints = [constraints]
     fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
     with_jac = call.get("jac") is True
 
@@ -248,7 +328,10 @@ def _minimize(*args: Any, **kwargs: Any) -> Any:
         value = fun(x, *fargs)
         return value[0] if with_jac else value
 
-    x = _argmin(call, objective, out.x, call.get("bounds"), pairs=True)
+    if constraints:
+        x = _constrained_argmin(call, objective, out.x, call.get("bounds"), list(constraints))
+    else:
+        x = _argmin(call, objective, out.x, call.get("bounds"), pairs=True)
     out.x = x
     out.fun = tie(out.fun, objective(x))
     gradient = None
