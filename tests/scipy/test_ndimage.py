@@ -210,9 +210,9 @@ def test_clear_errors():
     # a traced sigma used as a constant is fine
     g = tg.grad(lambda x: np.sum(nd.gaussian_filter(x, tg.stop_gradient(x[0, 0]) * 0 + 1.0)))(X)
     np.testing.assert_allclose(g, tg.grad(lambda x: np.sum(nd.gaussian_filter(x, 1.0)))(X), rtol=1e-12)
-    # selection filters have no rule: SciPy's compiled code refuses the tracer, named clearly
-    with pytest.raises(GradientDroppedError, match="scipy.ndimage.median_filter"):
-        tg.grad(lambda x: np.sum(nd.median_filter(x, 3)))(X)
+    # generic_filter calls back into Python from compiled code: refused clearly
+    with pytest.raises(GradientDroppedError, match="scipy.ndimage.generic_filter"):
+        tg.grad(lambda x: np.sum(nd.generic_filter(x, np.mean, 3)))(X)
 
 
 # ------------------------------------------------------------------ interpolation
@@ -312,3 +312,50 @@ def test_interpolation_errors():
     # geometric_transform calls back into Python from compiled code: refused clearly
     with pytest.raises(GradientDroppedError, match="scipy.ndimage.geometric_transform"):
         tg.grad(lambda x: np.sum(nd.geometric_transform(x, lambda p: (p[0] * 0.5, p[1]))))(X)
+
+
+# ------------------------------------------------------------------ selection filters
+import scipy.signal  # noqa: E402
+
+FOOTPRINT = np.array([[1, 0, 1], [0, 1, 1]], bool)
+
+
+def selections(mode):
+    return {
+        "minimum_filter": lambda x: nd.minimum_filter(x, 3, mode=mode, cval=0.1),
+        "maximum_filter-footprint": lambda x: nd.maximum_filter(x, footprint=FOOTPRINT, mode=mode, origin=(0, 1)),
+        "maximum_filter1d": lambda x: nd.maximum_filter1d(x, 4, axis=0, mode=mode, origin=1),
+        "minimum_filter1d": lambda x: nd.minimum_filter1d(x, 2, mode=mode),
+        "median_filter": lambda x: nd.median_filter(x, 3, mode=mode),
+        "median_filter-1d": lambda x: nd.median_filter(x[0], 3, mode=mode),
+        "rank_filter": lambda x: nd.rank_filter(x, 2, footprint=FOOTPRINT, mode=mode),
+        "percentile_filter": lambda x: nd.percentile_filter(x, 70, size=(2, 3), mode=mode),
+        "grey_erosion": lambda x: nd.grey_erosion(x, structure=W2.T, mode=mode),
+        "grey_dilation": lambda x: nd.grey_dilation(x, size=(2, 2), mode=mode),
+        "medfilt": lambda x: scipy.signal.medfilt(x, 3),
+    }
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_selection_filters_pick_the_selected_sample(mode):
+    for name, fun in selections(mode).items():
+        out, vjp_fun = tg.vjp(fun, X)
+        assert np.array_equal(out, fun(X)) and out.dtype == fun(X).dtype
+        # without ties each output's derivative is one input sample (or none: cval) with weight 1
+        rows = vjp_fun(np.eye(out.size).reshape((out.size,) + out.shape))[0].reshape(out.size, -1)
+        assert set(np.unique(rows)) <= {0.0, 1.0} and np.all(rows.sum(axis=1) <= 1)
+        picked = rows.argmax(axis=1)
+        has = rows.sum(axis=1) == 1
+        if name != "grey_erosion":  # (its structure is subtracted from the picked sample)
+            np.testing.assert_array_equal(X.ravel()[picked[has]], out.ravel()[has])
+        check_grads(fun, (X,))
+
+
+def test_selection_ties_are_split_equally_and_cval_is_selectable():
+    flat = np.ones(5)
+    j = tg.jacobian(lambda x: nd.maximum_filter1d(x, 3, mode="nearest"))(flat)
+    np.testing.assert_allclose(j.sum(axis=1), 1.0)
+    np.testing.assert_allclose(j[2], [0, 1 / 3, 1 / 3, 1 / 3, 0])
+    # constant mode: the border minimum is cval itself
+    g = tg.grad(lambda c: np.sum(nd.minimum_filter1d(np.arange(4.0), 3, mode="constant", cval=c)))(np.array(-1.0))
+    assert g == 2.0  # the first and last outputs read cval

@@ -33,6 +33,18 @@ filters and their derivatives, ``uniform_filter``, ``sobel``, ``prewitt``,
 composites that mirror SciPy's Python code pass for pass (same weights, same
 intermediate dtype), so their values agree with SciPy's.
 
+Interpolation (``map_coordinates``, ``zoom``, ``shift``, ``affine_transform``,
+``spline_filter``, ``spline_filter1d``) returns SciPy's own value and takes its
+derivatives from a traced port of SciPy's tap rules: a gather of the
+(prefiltered) coefficients times B-spline weights of the coordinates, so the
+input, the coordinates (every order 0-5; order 0 has derivative 0 almost
+everywhere), ``shift``, the affine ``matrix``/``offset`` and ``cval`` are all
+differentiated; the prefilter's adjoint is its dense matrix, read from SciPy.
+
+Selection filters (minimum/maximum/median/rank/percentile, the grey morphology
+built on them, ``scipy.signal.medfilt``) return SciPy's value with the
+derivative of the window samples equal to it (ties split equally).
+
 Derivatives are taken in ``input``, ``weights`` and ``cval``.  Complex inputs
 and weights are split into real correlations as SciPy does (complex weights
 are conjugated by ``correlate``, as in SciPy).  ``sigma``, ``size``,
@@ -1070,3 +1082,127 @@ defcomposite(intercepted(_nd.map_coordinates), _map_coordinates, note="in input,
 defcomposite(intercepted(_nd.shift), _shift, note="in input, shift and cval")
 defcomposite(intercepted(_nd.zoom), _zoom, note="in input and cval (the zoom factor only sets the shape)")
 defcomposite(intercepted(_nd.affine_transform), _affine_transform, note="in input, matrix, offset and cval")
+
+
+# ================================================================== selection filters
+# minimum/maximum/median/rank/percentile filters (and grey_erosion/grey_dilation, and
+# scipy.signal.medfilt, which reach the same private functions) pick one sample of
+# each window.  The value returned is SciPy's own; the derivative is that of the
+# window samples equal to it (split equally between ties, tapegrad's convention
+# for np.max), gathered from the extended input exactly as SciPy extends it.
+_sp_rank_filter = _sf._rank_filter
+_sp_min_or_max_filter = _sf._min_or_max_filter
+_sp_min_or_max_1d = {True: _nd.minimum_filter1d, False: _nd.maximum_filter1d}
+
+
+def _windows(x: Any, shape: tuple, positions: np.ndarray, origins: list, modes: list, cval: Any) -> Any:
+    """The samples of every window, stacked on a last axis (one per footprint position)."""
+    ndim = np.ndim(x)
+    xe = x
+    for k in range(ndim):
+        if shape[k] > 1 or origins[k] != 0:
+            xe = _extend(xe, k - ndim, shape[k], modes[k], origins[k], cval)
+    n = np.shape(x)
+    return np.stack([xe[(Ellipsis,) + tuple(slice(j, j + m) for j, m in zip(pos, n))] for pos in positions], axis=-1)
+
+
+def _select(name: str, windows: Any, value: np.ndarray) -> Any:
+    """SciPy's ``value``, with the derivative of the window samples equal to it (ties split)."""
+    hit = strip(windows) == value[..., None]
+    count = hit.sum(axis=-1)
+    if np.any((count == 0) & ~np.isnan(value)):
+        raise AssertionError(f"scipy.ndimage.{name}: a filtered value is none of its window's samples")
+    traced = np.sum(np.where(hit, windows, 0.0), axis=-1) / np.maximum(count, 1)
+    return _with_value(value, traced)
+
+
+def _per_axis(mode: Any, ndim: int) -> list:
+    return [mode] * ndim if isinstance(mode, str) else list(mode)
+
+
+def _rank_filter(input, rank, size=None, footprint=None, output=None, mode="reflect", cval=0.0, origin=0, operation="rank", axes=None):
+    name = {"rank": "rank_filter", "median": "median_filter", "percentile": "percentile_filter"}.get(operation, "rank_filter")
+    for arg, value in (("rank", rank), ("size", size), ("footprint", footprint), ("mode", mode), ("origin", origin), ("axes", axes)):
+        _constant(name, arg, value)
+    x = _as_array(input)
+    dtype = _output_dtype(name, output, strip(x))
+    value = np.asarray(_sp_rank_filter(strip(x), rank, size, footprint, dtype, mode, strip(cval), origin, operation, axes))
+    ndim = np.ndim(x)
+    axes = _ni_support._check_axes(axes, ndim)
+    if footprint is None:
+        footprint = np.ones(_ni_support._normalize_sequence(size, len(axes)), dtype=bool)
+    footprint = _sf._expand_footprint(ndim, axes, np.asarray(footprint, dtype=bool))
+    origins = _sf._expand_origin(ndim, axes, origin)
+    modes = _per_axis(_sf._expand_mode(ndim, axes, mode), ndim)
+    return _select(name, _windows(x, footprint.shape, np.argwhere(footprint), origins, modes, cval), value)
+
+
+def _min_or_max_filter(input, size, footprint, structure, output, mode, cval, origin, minimum, axes=None):
+    name = "minimum_filter" if minimum else "maximum_filter"
+    for arg, value in (("size", size), ("footprint", footprint), ("structure", structure), ("mode", mode), ("origin", origin), ("axes", axes)):
+        _constant(name, arg, value)
+    x = _as_array(input)
+    dtype = _output_dtype(name, output, strip(x))
+    value = np.asarray(_sp_min_or_max_filter(strip(x), size, footprint, structure, dtype, mode, strip(cval), origin, minimum, axes))
+    ndim = np.ndim(x)
+    axes = _ni_support._check_axes(axes, ndim)
+    separable = structure is None and (footprint is None or np.asarray(footprint, dtype=bool).all())
+    if separable:
+        # SciPy runs 1-D filters axis by axis: so does the derivative, each pass its own selection.
+        if footprint is not None:
+            size = np.asarray(footprint).shape
+        sizes = _ni_support._normalize_sequence(size, len(axes))
+        origins = _ni_support._normalize_sequence(origin, len(axes))
+        modes = _ni_support._normalize_sequence(mode, len(axes))
+        y = x
+        passes = [(axes[i], int(sizes[i]), origins[i], modes[i]) for i in range(len(axes)) if sizes[i] > 1]
+        if not passes:
+            return _copy_as(x, dtype)
+        for axis, s, o, m in passes:
+            y = _min_or_max_1d(name, y, s, axis, dtype, m, cval, o, minimum)
+        return y
+    fp = np.ones(np.shape(structure), bool) if footprint is None else np.asarray(footprint, dtype=bool)
+    fp = _sf._expand_footprint(ndim, axes, fp)
+    origins = _sf._expand_origin(ndim, axes, origin)
+    positions = np.argwhere(fp)
+    w = _windows(x, fp.shape, positions, origins, [mode] * ndim, cval)
+    if structure is not None:
+        s = np.asarray(structure, dtype=np.float64)
+        if s.ndim != ndim:
+            s = np.expand_dims(s, tuple(a for a in range(ndim) if a not in axes))
+        offsets = s[tuple(positions.T)]
+        w = w - offsets if minimum else w + offsets
+    return _select(name, w, value)
+
+
+def _min_or_max_1d(name, x, size, axis, dtype, mode, cval, origin, minimum):
+    value = np.asarray(_sp_min_or_max_1d[minimum](strip(x), size, axis, dtype, mode, strip(cval), origin))
+    ndim = np.ndim(x)
+    axis = operator.index(axis) % ndim
+    shape = [1] * ndim
+    shape[axis] = size
+    origins = [0] * ndim
+    origins[axis] = origin
+    positions = np.zeros((size, ndim), dtype=np.intp)
+    positions[:, axis] = np.arange(size)
+    return _select(name, _windows(x, tuple(shape), positions, origins, [mode] * ndim, cval), value)
+
+
+def _filter1d(minimum: bool) -> Callable[..., Any]:
+    name = "minimum_filter1d" if minimum else "maximum_filter1d"
+
+    def impl(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+        for arg, value in (("size", size), ("axis", axis), ("mode", mode), ("origin", origin)):
+            _constant(name, arg, value)
+        x = _as_array(input)
+        return _min_or_max_1d(name, x, size, axis, _output_dtype(name, output, strip(x)), mode, cval, origin, minimum)
+
+    impl.__name__ = name
+    return impl
+
+
+_TIES = "SciPy's value; the derivative of the window samples equal to it (ties split equally)"
+defcomposite(intercepted(_sf._rank_filter), _rank_filter, note="rank/median/percentile filters, medfilt: " + _TIES)
+defcomposite(intercepted(_sf._min_or_max_filter), _min_or_max_filter, note="minimum/maximum filters, grey morphology: " + _TIES)
+defcomposite(intercepted(_nd.minimum_filter1d), _filter1d(True), note=_TIES)
+defcomposite(intercepted(_nd.maximum_filter1d), _filter1d(False), note=_TIES)
