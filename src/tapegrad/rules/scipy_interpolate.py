@@ -26,7 +26,7 @@ Construction with traced data
 Evaluation (methods intercepted with ``inspect_self``)
     ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
     ``integrate``, ``BSpline.__call__``/``derivative``/``antiderivative``/
-    ``integrate``, ``interp1d.__call__`` and ``RegularGridInterpolator.__call__``
+    ``integrate``, ``interp1d`` (its ``_evaluate``) and ``RegularGridInterpolator.__call__``
     are written with NumPy: the interval of each query point is found on plain
     values (``searchsorted``: piecewise constant), the polynomial piece (Horner's
     rule) or B-spline basis (de Boor's recurrence) is evaluated on the traced
@@ -68,7 +68,7 @@ from scipy.interpolate import (
     make_lsq_spline,
     make_smoothing_spline,
 )
-from scipy.interpolate import _fitpack_impl, _interpolate, _polyint, _rgi
+from scipy.interpolate import _fitpack_impl, _interpolate, _rgi
 
 from ..binding import has_tracer, strip_all
 from ..dispatch import primitive
@@ -79,7 +79,6 @@ from ..tracer import Tracer, strip
 __all__: list = []
 
 _PPolyBase = _interpolate._PPolyBase
-_Interpolator1D = _polyint._Interpolator1D
 
 
 # ----------------------------------------------------------------- helpers
@@ -770,15 +769,10 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
             self._fill_value_below = edge
 
 
-def _interp1d_call(self, x):
-    if not isinstance(self, interp1d):
-        raise UnsupportedFunctionError(
-            f"scipy.interpolate.{type(self).__name__}.__call__",
-            "tapegrad differentiates interp1d among the polynomial interpolators of "
-            "scipy.interpolate._polyint; use CubicSpline, make_interp_spline or BarycentricInterpolator "
-            "data that are not traced",
-        )
-    flat, plain, shape = _flat_points(x)
+def _interp1d_evaluate(self, x_new):
+    # SciPy's interp1d._evaluate: x_new is flat (interp1d.__call__ prepared it); the
+    # result is (points, data columns), which __call__ reshapes as SciPy does.
+    flat, plain, _ = _flat_points(x_new)
     n = len(self.x)
     y = self._y
     kind = self._kind
@@ -802,11 +796,6 @@ def _interp1d_call(self, x):
         if len(plain) > 0:
             out = np.where(below[:, None], self._fill_value_below, out)
             out = np.where(above[:, None], self._fill_value_above, out)
-    out = np.reshape(out, shape + self._y_extra_shape)
-    if self._y_axis != 0 and shape != ():
-        nx, ny = len(shape), len(self._y_extra_shape)
-        order = list(range(nx, nx + self._y_axis)) + list(range(nx)) + list(range(nx + self._y_axis, nx + ny))
-        out = np.transpose(out, order)
     return out
 
 
@@ -1020,7 +1009,7 @@ defcomposite(intercepted(make_lsq_spline), _make_lsq_spline, note=_NOTE)
 defcomposite(intercepted(make_smoothing_spline), _make_smoothing_spline, note="with lam given: " + _NOTE)
 
 defcomposite(intercepted(interp1d.__init__), _interp1d_init, note=_NOTE)
-defcomposite(intercepted(_Interpolator1D.__call__, inspect_self=True), _interp1d_call, note=_NOTE)
+defcomposite(intercepted(interp1d._evaluate, inspect_self=True), _interp1d_evaluate, note=_NOTE)
 defcomposite(intercepted(RegularGridInterpolator.__init__), _rgi_init, note=_NOTE)
 defcomposite(intercepted(RegularGridInterpolator.__call__, inspect_self=True), _rgi_call, note=_NOTE)
 defcomposite(intercepted(interpn), _interpn, note=_NOTE)
