@@ -281,3 +281,28 @@ def test_zero_dimensional_inputs(x0):
         fd = (f(v + 1e-6) - f(v - 1e-6)) / 2e-6
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
         assert np.isfinite(h)
+
+
+def test_forward_mode_keeps_genuine_infinities_and_zero_tangents_are_strong():
+    # The transpose trick sweeps with placeholder cotangents whose zeros mean nothing:
+    # no strong zeros there; the tangents' own zeros are strong.
+    x = np.array([0.0, 4.0])
+    with np.errstate(all="ignore"):
+        assert_same_numbers(tg.jvp(np.sqrt, (x,), (np.array([1.0, 1.0]),))[1], np.array([np.inf, 0.25]))
+        assert_same_numbers(tg.jvp(np.sqrt, (x,), (np.array([0.0, 1.0]),))[1], np.array([0.0, 0.25]))
+        expected = stacked_vjps(np.sqrt, x)
+        assert_same_numbers(expected, np.array([[np.inf, 0.0], [0.0, 0.25]]))
+        assert_same_numbers(tg.jacfwd(np.sqrt)(x), expected)
+        assert_same_numbers(tg.jacobian(np.sqrt)(x), expected)
+
+
+def test_checkpointed_code_has_strong_zeros_too():
+    def f(x):
+        return np.where(x > 0, np.sqrt(x), 0.0) * x[::-1]
+
+    cf = tg.checkpoint(f)
+    with np.errstate(all="ignore"):
+        for order in (tg.grad, tg.hessian):
+            plain = order(lambda x: np.sum(f(x)))(X)
+            assert np.isfinite(plain).all()
+            assert_same_numbers(order(lambda x: np.sum(cf(x)))(X), plain)
