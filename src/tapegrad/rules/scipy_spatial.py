@@ -57,6 +57,8 @@ def _plain_copy(rot: Rotation) -> Rotation:
     out = Rotation.__new__(Rotation)
     out.__dict__.update(rot.__dict__)
     quat = np.asarray(strip(rot._quat))
+    if quat.ndim == 1:  # one rotation stored 1-D (array-API mode): NumPy's layout is (1, 4) and single
+        quat, out._single = quat[None], True
     out._quat = quat
     out._xp = _NAMESPACE(quat)
     out._backend = _rotation.select_backend(out._xp, cython_compatible=quat.ndim < 3)
