@@ -486,3 +486,11 @@ def test_adjoint_is_the_transpose_of_the_dense_operator(name):
     cotangents = _u(4, dense.shape[0])
     got = vjp(cotangents.reshape((4,) + np.shape(out)))[0]
     np.testing.assert_allclose(got, cotangents @ dense, rtol=1e-10, atol=1e-12)
+
+
+def test_log_determinant_through_cholesky():
+    # log det S = 2 sum log diag(L): the gradient is inv(S) on the triangle cholesky read (lower=True).
+    g = tg.grad(lambda a: 2 * np.sum(np.log(np.diagonal(sl.cholesky(a, lower=True)))))(S)
+    inv = np.linalg.inv(S)
+    np.testing.assert_allclose(g, np.tril(2 * inv) - np.diag(np.diag(inv)), rtol=1e-10, atol=1e-12)
+    check_grads(lambda a: np.sum(np.log(np.diagonal(sl.cho_factor(a)[0]))), (S,))

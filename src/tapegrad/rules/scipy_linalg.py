@@ -31,7 +31,17 @@ through the door to these very rules, so second order needs nothing more.
 
 Where SciPy reads one triangle (``assume_a='pos'``, ``cholesky``, ``eigh``,
 ``solveh_banded``, ``pinvh``) the gradient lives on that triangle, as in
-:mod:`tapegrad.rules.linalg`.  Decompositions and the symmetric solvers are
+:mod:`tapegrad.rules.linalg`; where it reads less than the whole matrix
+(``assume_a='diagonal'``, ``'tridiagonal'``, triangular solves, a unit
+diagonal) the entries it does not read get no gradient.
+
+First order only: ``eig``/``eigvals`` (eigenvalues; their VJP needs the
+eigenvectors) and ``schur`` (of a symmetric matrix, where ``T`` is diagonal;
+a VJP differentiated in a direction that makes ``T`` triangular would miss
+terms, so it raises).  Eigenvector (and singular vector) signs are LAPACK's:
+SciPy can flip them under a perturbation of 1e-12, so only sign-invariant
+functions of the vectors have finite-difference derivatives; the rules give
+the derivative of the vectors SciPy returned.  Decompositions and the symmetric solvers are
 differentiated for real input; ``inv``, ``det``, ``solve`` (general,
 symmetric, triangular), the solvers of triangular systems and the matrix
 functions also for complex input (holomorphic).  What is not differentiable
