@@ -189,6 +189,47 @@ def test_frozen_forms():
                                fd_grad(lambda a: st.gamma.logpdf(1.5, a=a[0]), [2.0])[0], rtol=1e-6)
 
 
+class Triangular(st.rv_continuous):
+    """A user's distribution with only a density: SciPy integrates it for cdf and inverts that for ppf."""
+
+    def _pdf(self, x):
+        return 2.0 * x
+
+
+@pytest.mark.parametrize("method", ["pdf", "logpdf", "cdf", "logcdf", "sf", "ppf", "isf"])
+def test_a_users_distribution_comes_for_free(method):
+    dist = Triangular(a=0.0, b=1.0, name="triangular_density")
+    point = np.array([0.2, 0.5, 0.8]) if method in ("ppf", "isf") else np.array([0.35, 0.7, 1.2])
+    check_grads(lambda x, l, s: getattr(dist, method)(x, loc=l, scale=s), [point, 0.1, 1.5], rtol=1e-4)
+    x = np.array([0.2, 0.5, 0.9])
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(dist.cdf(x)))(x), 2 * x, rtol=1e-12)
+
+
+def test_histogram_distribution_and_scipy_errors():
+    hist = st.rv_histogram(np.histogram(np.random.default_rng(0).normal(size=500), bins=12))
+    x = np.array([-0.3, 0.4])
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(hist.cdf(x)))(x), hist.pdf(x), rtol=1e-12)
+    np.testing.assert_array_equal(tg.grad(lambda x: np.sum(hist.logpdf(x)))(x), [0.0, 0.0])  # piecewise constant
+    with pytest.raises(TypeError, match="foo"):  # SciPy's own argument check
+        tg.grad(lambda x: st.norm.logpdf(x, foo=1))(0.3)
+    with pytest.raises(NonDifferentiableArgumentError, match="pmf with respect to k"):
+        tg.grad(lambda k: st.rv_discrete(values=([0, 1, 3], [0.2, 0.5, 0.3])).pmf(k))(1.0)
+
+
+def test_limit_point_of_a_generalized_family():
+    # genextreme at c = 0 is the Gumbel law, evaluated by SciPy with a separate formula
+    x = np.array([-0.5, 0.4, 1.5])
+    f = lambda c: np.sum(st.genextreme.logpdf(x, c))
+    g, h = tg.grad(f)(0.0), tg.hessian(f)(0.0)
+    np.testing.assert_allclose(g, fd_grad(lambda c: f(c[0]), [0.0], 1e-5)[0], rtol=1e-7)
+    np.testing.assert_allclose(g, (f(1e-4) - f(-1e-4)) / 2e-4, rtol=1e-6)
+    np.testing.assert_allclose(h, (tg.grad(f)(1e-4) - tg.grad(f)(-1e-4)) / 2e-4, rtol=1e-6)
+    # logpdf = (1 - c) log t - t with log t = log1p(-c x) / c = -x - c x^2 / 2 + O(c^2):
+    # d/dc at c = 0 is x - x^2 / 2 (1 - e^-x)
+    np.testing.assert_allclose(g, np.sum(x - x**2 / 2 * (1 - np.exp(-x))), rtol=1e-9)
+    assert tg.vjp(lambda c: st.genextreme.logpdf(x, c), 0.0)[0].tolist() == st.genextreme.logpdf(x, 0.0).tolist()
+
+
 # ------------------------------------------------------------------ SciPy's semantics kept
 def test_values_are_scipys_exactly():
     x = np.array([-1.0, 0.5, 2.0, 7.0])
