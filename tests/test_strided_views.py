@@ -153,3 +153,14 @@ def test_complex_parts_stay_refused():
 
     with pytest.raises(tg.GradientDroppedError, match="cannot map"):
         tg.grad(real_part)(X)
+
+
+def test_a_view_of_a_zero_dimensional_array():
+    def f(x):
+        y = np.asarray(x[0:1].reshape(()) * 1.0)
+        r = y.reshape(1)
+        r[0] = x[1] * 5.0  # y becomes 5 x1
+        return y * x[2]
+
+    assert f(X.copy()) == pytest.approx(5 * X[1] * X[2])
+    np.testing.assert_allclose(tg.grad(f)(X), [0.0, 5 * X[2], 5 * X[1], 0.0, 0.0, 0.0])

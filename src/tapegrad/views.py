@@ -182,8 +182,11 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
             view_index = viewof[1]
             if type(view_index) is Mapped:
                 # Each element of the view is one element of the base (see Mapped).
-                where = np.unravel_index(view_index.positions, base.shape)
-                write(base, ROUTES.setitem(base, where, target), writer=target, index=view_index)
+                if base.ndim == 0:  # a view of a 0-d array has its one element
+                    written = np.reshape(target, ()).copy()  # a new value, not a view of the writer
+                else:
+                    written = ROUTES.setitem(base, np.unravel_index(view_index.positions, base.shape), target)
+                write(base, written, writer=target, index=view_index)
             else:
                 write(base, ROUTES.setitem(base, view_index, target), writer=target, index=view_index)
     return target
