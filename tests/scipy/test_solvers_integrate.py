@@ -250,6 +250,18 @@ def test_dblquad_falls_out_of_quad():
     assert np.isclose(g, ref, rtol=1e-8)
 
 
+@pytest.mark.parametrize("a, b", [(0.1, 1.2), (1.2, 0.1), (0.1, np.inf), (-np.inf, 0.4), (-np.inf, np.inf)])
+def test_quad_vec_vector_integrand_first_and_second_order(a, b):
+    def moments(k, a, b):
+        return si.quad_vec(lambda x: np.stack([np.exp(-k * x * x), x * x * np.exp(-k * x * x)]), a, b,
+                           epsrel=1e-12)[0]
+
+    argnums = [0] + [i for i, v in ((1, a), (2, b)) if np.isfinite(v)]
+    check_grads(moments, (1.3, a, b), argnums=argnums, eps=1e-5, rtol=1e-6, atol=1e-8)
+    if np.isinf(a) and np.isinf(b):  # d/dk sqrt(pi / k) = -sqrt(pi) / (2 k^1.5)
+        assert np.isclose(tg.grad(lambda k: moments(k, a, b)[0])(1.3), -0.5 * np.sqrt(np.pi) * 1.3**-1.5)
+
+
 def test_quad_weight_is_a_clear_error():
     with pytest.raises(NonDifferentiableArgumentError, match="quad.*weight"):
         tg.grad(lambda k: quad(lambda x: k * x, 0.0, 1.0, weight="cos", wvar=2.0)[0])(1.0)
@@ -257,14 +269,15 @@ def test_quad_weight_is_a_clear_error():
 
 # ---------------------------------------------------------------------- the door's guarantees
 def test_no_tracer_gives_scipy_exact_results_and_restores_code():
-    codes = {f: f.__code__ for f in (solve_ivp, odeint, quad)}
+    codes = {f: f.__code__ for f in (solve_ivp, odeint, quad, si.quad_vec)}
 
     def run():
         a = solve_ivp(oscillator, (0.0, 2.0), [1.0, 0.0], args=(1.3, 0.1), t_eval=[0.5, 1.0])
         b = solve_ivp(oscillator, (0.0, 2.0), [1.0, 0.0], args=(1.3, 0.1), method="BDF", dense_output=True)
         c = odeint(lambda y, t: -y, [1.0], [0.0, 1.0])
         d = quad(np.exp, 0.0, 1.0)
-        return a.y, a.t, b.y, b.sol(0.3), c, d
+        e = si.quad_vec(lambda x: np.array([x, x * x]), 0.0, 2.0)
+        return a.y, a.t, b.y, b.sol(0.3), c, d, e[0], e[1]
 
     expected = run()
     seen = []

@@ -294,7 +294,17 @@ class Call:
         self.name = f"{key.__module__.split('._')[0]}.{key.__name__}"
         self.original = original(key)
         self.signature = inspect.signature(self.original)
-        bound = self.signature.bind(*args, **kwargs)
+        self.raw = (args, kwargs)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:  # a wrong call: SciPy's own code gives its own error
+            bound = None
+        self.unbound = bound is None
+        if bound is None:
+            self.user = self.values = {}
+            self.callback_names, self.callbacks = callbacks, Callbacks()
+            self.explicit_levels, self.explicit_tapes = set(), []
+            return
         self.user = dict(bound.arguments)  # as given (tracers included)
         bound.apply_defaults()
         self.values = dict(bound.arguments)  # with defaults
@@ -314,6 +324,8 @@ class Call:
 
     def run(self, **overrides: Any) -> Any:
         """SciPy's own code on plain values, the callbacks wrapped (see :class:`Callbacks`)."""
+        if self.unbound:
+            return self.original(*self.raw[0], **self.raw[1])
         arguments = {}
         for name, value in self.user.items():
             if name in self.callback_names:

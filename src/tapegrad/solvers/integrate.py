@@ -30,7 +30,7 @@ solves ``g(t, y(t)) = 0`` and gets its derivative from the same chord step.
 
 Quadrature
 ----------
-``quad`` keeps SciPy's value; its derivative is that of a Gauss-Legendre rule
+``quad`` (and ``quad_vec``, on its own intervals and maps) keeps SciPy's value; its derivative is that of a Gauss-Legendre rule
 (20 nodes) on the subintervals QUADPACK chose, with the integrand evaluated on
 tracers: parameters inside it, and traced limits through the nodes'
 positions (Leibniz's rule), including infinite ranges through QUADPACK's own
@@ -551,3 +551,63 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
 
 
 defcomposite(intercepted(_int.quad, route_all=True), _quad)
+
+
+def _quad_vec(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.quad_vec, args, kwargs, ("f", "norm"))
+    out = call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    f, fargs = call.get("f"), _args_tuple(call.get("args"))
+    a, b = call.get("a"), call.get("b")
+    info = out[2] if call.get("full_output") else call.run(full_output=True)[2]
+    value, err = out[0], out[1]
+    ap, bp = float(strip(a)), float(strip(b))
+    intervals = np.sort(np.asarray(info.intervals, dtype=float), axis=1)
+
+    def integrand(x: Any) -> Any:
+        return as_array(f(x, *fargs))
+
+    def nodes(pieces: np.ndarray) -> tuple:
+        left, right = pieces[:, :1], pieces[:, 1:]
+        return (left + (right - left) * _GL_X[None, :]).reshape(-1), ((right - left) * _GL_W[None, :]).reshape(-1)
+
+    def total(pieces: np.ndarray) -> Any:
+        if np.isfinite(ap) and np.isfinite(bp):
+            # quad_vec's intervals are in x: x = a + (b - a) u with u in [0, 1]
+            u, w = nodes(np.sort((pieces - ap) / (bp - ap), axis=1))
+            if levels_of((a, b)):
+                vals = [integrand(a + (b - a) * ui) for ui in u]
+            else:
+                vals = [integrand(np.float64(ap + (bp - ap) * ui)) for ui in u]
+            return (b - a) * np.tensordot(w, np.stack(vals), axes=1)
+        u, w = nodes(pieces)  # in quad_vec's own variable t
+        if np.isinf(ap) and np.isinf(bp):  # t in [-1, 1], x = (1 - |t|) / t
+            vals = [integrand(np.float64((1.0 - abs(t)) / t)) for t in u]
+            return (1.0 if bp > ap else -1.0) * np.tensordot(w / u**2, np.stack(vals), axes=1)
+        # one infinite end: t in (0, 1], x = start + sgn (1 - t) / t, negated when a is infinite
+        start, infinite = (a, bp) if np.isfinite(ap) else (b, ap)
+        sgn = -1.0 if infinite < 0 else 1.0
+        vals = [integrand(start + sgn * (1.0 - t) / t) for t in u]
+        flip = 1.0 if np.isfinite(ap) else -1.0
+        return flip * sgn * np.tensordot(w / u**2, np.stack(vals), axes=1)
+
+    value_norm = float(np.linalg.norm(np.ravel(value)))
+    target = max(10.0 * float(err), 1e-12 * value_norm, 1e-300)
+    for _ in range(5):
+        traced = total(intervals)
+        if float(np.linalg.norm(np.ravel(strip(traced) - value))) <= target:
+            break
+        mid = intervals.mean(axis=1)
+        intervals = np.concatenate([np.stack([intervals[:, 0], mid], 1), np.stack([mid, intervals[:, 1]], 1)])
+    else:
+        raise NonDifferentiableArgumentError(
+            f"{name}: tapegrad's quadrature of the derivative could not reproduce SciPy's value "
+            f"(error estimate {float(err):.3g}), so it cannot vouch for the derivative. Split the "
+            "range at the integrand's kinks or singularities with points=."
+        )
+    return (tie(value, traced),) + tuple(out[1:])
+
+
+defcomposite(intercepted(_int.quad_vec, route_all=True), _quad_vec)

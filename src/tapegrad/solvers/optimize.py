@@ -10,8 +10,8 @@ theorem, never by differentiating SciPy's iterations:
   ``dx*/dtheta = -f_x^{-1} f_theta`` with ``f_x`` from tapegrad;
 * minima (``minimize``, ``least_squares``, ``curve_fit``): the first-order condition
   ``grad_x F(x*, theta) = 0`` with the exact Hessian (not Gauss-Newton), components
-  held at an active bound following that bound; the optimal value follows
-  (envelope theorem).
+  held at an active bound following that bound, and under ``constraints=`` the KKT
+  conditions of the active constraints; the optimal value follows (envelope theorem).
 
 Both are the chord iteration of :mod:`tapegrad.solvers._core`, one step per tape
 level, so Hessians of solutions come from the same code.  With nothing traced
