@@ -77,9 +77,9 @@ def _dist(label: str) -> Any:
 
 
 def parameters(dist: Any, discrete: bool) -> List[str]:
-    first = "q" if False else "x"
+    """The arguments differentiated: ``x`` (``q`` for ppf/isf, ``k`` for discrete), shapes, loc, scale."""
     names = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
-    return [first] + names + (["loc"] if discrete else ["loc", "scale"])
+    return ["x"] + names + (["loc"] if discrete else ["loc", "scale"])
 
 
 def _points(dist: Any, method: str, shapes: tuple, discrete: bool) -> np.ndarray:
@@ -119,7 +119,6 @@ def _close(a, b, rtol) -> bool:
 
 def run_case(name: str, shapes: tuple, discrete: bool, method: str, param: str) -> Tuple[str, str]:
     """Classify one (distribution, method, parameter): (status, detail)."""
-    import scipy.stats as st
 
     import tapegrad as tg
     from tapegrad.errors import TapegradError
@@ -181,7 +180,6 @@ def run_case(name: str, shapes: tuple, discrete: bool, method: str, param: str) 
 
 
 def cases(only: Tuple[str, ...] = ()) -> List[tuple]:
-    import scipy.stats as st
 
     out = []
     for name, shapes, discrete in distributions():

@@ -73,6 +73,8 @@ def _plain(v: Any) -> np.ndarray:
 
 def _shape_names(dist: Any, n: int) -> List[str]:
     names = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
+    if len(names) == 1 and n > 1:  # one array unpacked along its last axis (poisson_binom's p)
+        return [f"{names[0]}[..., {i}]" for i in range(n)]
     return names + [f"shape parameter {i}" for i in range(len(names), n)]
 
 
@@ -114,7 +116,8 @@ def _assemble(shape: tuple, pieces: Sequence[tuple], fill: np.ndarray) -> Any:
     pieces = [(np.ravel(np.broadcast_to(m, shape)), v) for m, v in pieces if _traced(v)]
     for mask, _ in pieces:
         flat = np.where(mask, 0.0, flat)
-    out = np.zeros_like(pieces[0][1], shape=flat.shape) + flat
+    ref = max((v for _, v in pieces), key=lambda v: v._tape.level)
+    out = np.zeros_like(ref, shape=flat.shape) + flat
     for mask, vals in pieces:
         out[mask] = vals
     return np.reshape(out, shape)
@@ -490,7 +493,7 @@ except ImportError:  # pragma: no cover - every SciPy this rule module supports 
 def _frozen_init(self: Any, dist: Any, *args: Any, **kwds: Any) -> None:
     # SciPy's constructor computes the support from the shape parameters: on plain
     # values here; the frozen methods pass the traced ones to the distribution.
-    rv_frozen.__init__(self, dist, *(strip(a) for a in args), **{k: strip(v) for k, v in kwds.items()})
+    rv_frozen.__init__(self, dist, *strip_all(args), **strip_all(kwds))
     self.args = args
     self.kwds = kwds
 
