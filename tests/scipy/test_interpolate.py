@@ -399,6 +399,18 @@ def test_interpolant_built_outside_called_at_traced_points_and_keywords():
     check_grads(lambda v: scipy.interpolate.pchip_interpolate(X, v, Q_INSIDE, der=1), [Y], order=1)
 
 
+def test_lagrange_keeps_the_derivative_of_zero_values():
+    # sin(0) == 0: np.poly1d(w[0]) trims that traced zero by value, so SciPy's own code
+    # run on tracers silently dropped the derivative in w[0].
+    y = np.sin(X)
+    matrix = np.stack([scipy.interpolate.lagrange(X, e).coeffs for e in np.eye(X.size)], axis=-1)
+    np.testing.assert_allclose(tg.jacobian(lambda w: scipy.interpolate.lagrange(X, w).coeffs)(y), matrix,
+                               rtol=1e-12, atol=1e-12)
+    check_grads(lambda w: scipy.interpolate.lagrange(X, w * w)(Q), [y])
+    value = tg.vjp(lambda w: scipy.interpolate.lagrange(X, w).deriv()(Q), y)[0]
+    np.testing.assert_allclose(value, scipy.interpolate.lagrange(X, y).deriv()(Q), rtol=1e-12)
+
+
 def test_barycentric_interpolation_still_traces_through_numpy():
     # BarycentricInterpolator's evaluation is NumPy code that tapegrad follows by itself;
     # interp1d's rule must not take over the __call__ it shares with it.

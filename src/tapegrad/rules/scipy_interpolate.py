@@ -64,6 +64,7 @@ from scipy.interpolate import (
     UnivariateSpline,
     interp1d,
     interpn,
+    lagrange,
     make_interp_spline,
     make_lsq_spline,
     make_smoothing_spline,
@@ -940,6 +941,31 @@ def _interpn(points, values, xi, method="linear", bounds_error=True, fill_value=
                                    fill_value=fill_value)(xi)
 
 
+# ----------------------------------------------------------------- Lagrange polynomial
+def _lagrange_coefficients(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """SciPy's coefficients of ``lagrange(x, w)``, zero-padded in front to ``len(x)``."""
+    coefficients = lagrange(x, w).coeffs
+    return np.concatenate([np.zeros(len(x) - len(coefficients), dtype=coefficients.dtype), coefficients])
+
+
+def _lagrange(x, w):
+    # np.poly1d trims leading coefficients that are exactly zero, by value: SciPy's own
+    # code run on a traced w drops w[j] == 0 (poly1d(w[j]) becomes a plain [0.]). The
+    # coefficients are linear in w: SciPy's map on identity columns, all len(x) of them kept.
+    x = np.asarray(_plain("lagrange", "x", x, "the nodes are not differentiated"), dtype=np.float64)
+    n = len(x)
+
+    def build(basis):
+        return np.stack([_lagrange_coefficients(x, basis[:, i]) for i in range(basis.shape[1])], axis=-1)
+
+    w0 = _float(w)
+    coefficients = linear_coefficients_p(w0, _LinearMap(_lagrange_coefficients(x, np.asarray(strip(w0))), build, n,
+                                                        False))
+    out = np.poly1d.__new__(np.poly1d)  # without __init__'s trimming, which would drop derivatives
+    out.__dict__.update(coeffs=coefficients, _variable="x")
+    return out
+
+
 # ----------------------------------------------------------------- FITPACK's splev
 def _splev(x, tck, der=0, ext=0):
     t, c, k = tck
@@ -1014,6 +1040,7 @@ defcomposite(intercepted(RegularGridInterpolator.__init__), _rgi_init, note=_NOT
 defcomposite(intercepted(RegularGridInterpolator.__call__, inspect_self=True), _rgi_call, note=_NOTE)
 defcomposite(intercepted(interpn), _interpn, note=_NOTE)
 
+defcomposite(intercepted(lagrange), _lagrange, note="in the values w; all len(x) coefficients kept")
 defcomposite(intercepted(_fitpack_impl.splev), _splev, note="splev and UnivariateSpline.__call__: " + _NOTE)
 for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
     defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__))
