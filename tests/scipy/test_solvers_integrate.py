@@ -164,7 +164,32 @@ def test_lotka_volterra_vector_parameters_in_a_closure():
     assert np.allclose(J, F, rtol=1e-6, atol=1e-8)
 
 
-def test_float32_state_and_list_return():
+def test_backward_in_time_and_forward_mode():
+    def y(k):  # from y(2) = 1 back to t = 1, 0: exp(k (2 - t))
+        return solve_ivp(lambda t, y: -k * y, (2.0, 0.0), [1.0], t_eval=[1.0, 0.0], **TIGHT).y[0]
+
+    expected = [np.exp(0.7), 2 * np.exp(1.4)]
+    assert np.allclose(tg.jacobian(y)(0.7), expected, rtol=1e-8)
+    assert np.allclose(tg.jacfwd(y)(0.7), expected, rtol=1e-8)
+
+
+def test_gradient_tape_and_t_eval_cut_by_a_terminal_event():
+    v = np.array(3.0)
+    with tg.GradientTape() as tape:
+        vv = tape.watch(v)
+
+        def ground(t, y):
+            return y[0]
+
+        ground.terminal, ground.direction = True, -1
+        sol = solve_ivp(lambda t, y: [y[1], -9.8], (0.0, 10.0), [0.0, vv], events=ground,
+                        t_eval=[0.1, 0.2, 0.3, 5.0], **TIGHT)
+        height = sol.y[0]
+    assert height.shape == (3,)  # t = 5 is after the landing
+    assert np.allclose(tape.jacobian(height, vv), [0.1, 0.2, 0.3], rtol=1e-9)
+
+
+def test_right_hand_side_returning_a_list():
     def y(k):
         return solve_ivp(lambda t, y: [-k * y[0]], (0.0, 1.0), np.array([1.0]), **TIGHT).y[0, -1]
 

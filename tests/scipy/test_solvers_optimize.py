@@ -156,6 +156,22 @@ def test_root_vector_system_closed_form(method):
     check_grads(lambda p: circle_line(p, method), (p,), eps=1e-5, rtol=1e-6, atol=1e-8)
 
 
+def test_root_with_jac_true_and_traced_x0_has_no_effect():
+    def f(p, x0):
+        def fun(z):
+            r, s = p[0], p[1]
+            value = np.array([z[0] ** 2 + z[1] ** 2 - r**2, z[0] - s * z[1]])
+            jac = np.array([[2 * z[0], 2 * z[1]], [np.ones_like(z[0]), -s * np.ones_like(z[1])]])
+            return value, jac
+
+        return so.root(fun, x0, jac=True, tol=1e-14).x
+
+    p, x0 = np.array([1.3, 0.7]), np.array([1.0, 1.0])
+    jp, jx0 = tg.jacobian(f, argnums=(0, 1))(p, x0)
+    assert np.allclose(jp, fd_grad(circle_line_exact, p), rtol=1e-7, atol=1e-9)
+    assert np.array_equal(jx0, np.zeros((2, 2)))  # the root does not depend on the starting point
+
+
 def test_fsolve_full_output_and_args():
     def f(p):
         x, info, ier, msg = fsolve(lambda z, r, s: [z[0] ** 2 + z[1] ** 2 - r**2, z[0] - s * z[1]],
@@ -233,6 +249,27 @@ def test_minimize_active_bounds_follow_the_bound():
     ja, jlo = tg.jacobian(argmin, argnums=(0, 1))(a, 0.0)
     assert np.allclose(ja, [[0.0, 0.0], [0.0, 1.0]], atol=1e-10)
     assert np.allclose(jlo, [1.0, 0.0], atol=1e-10)
+
+
+def test_minimize_linear_constraint_object():
+    # min |x - a|^2 s.t. x0 - x1 >= 0 (active when a0 < a1): x = mean(a) (1, 1)
+    def argmin(a):
+        cons = optimize.LinearConstraint(np.array([[1.0, -1.0]]), 0.0, np.inf)
+        return minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2), method="SLSQP", constraints=[cons],
+                        options=dict(ftol=1e-14)).x
+
+    assert np.allclose(tg.jacobian(argmin)(np.array([0.2, 1.0])), 0.5, atol=1e-9)
+
+
+def test_least_squares_active_bound():
+    def fit(y):  # a line through the data with the slope bounded below by 0.5 (active)
+        return least_squares(lambda p: p[0] + p[1] * X - y, np.array([0.0, 1.0]),
+                             bounds=([-np.inf, 0.5], [np.inf, np.inf]), xtol=1e-15, ftol=1e-15, gtol=1e-15).x
+
+    y = 1.0 - 0.2 * X
+    J = tg.jacobian(fit)(y)
+    assert np.allclose(J[1], 0.0, atol=1e-10)  # the slope sits on its bound
+    assert np.allclose(J[0], np.full(X.size, 1.0 / X.size), atol=1e-9)  # intercept: mean(y - 0.5 x)
 
 
 def test_minimize_singular_hessian_is_a_clear_error():
