@@ -136,6 +136,19 @@ def _inner_axes(ndim: int) -> tuple:
     return tuple(range(-ndim, 0))
 
 
+def _zero_pad(a: Any, axis: int, before: int, after: int) -> Any:
+    """``a`` with zeros before and after along ``axis`` (a concatenation: its VJP is a slice)."""
+    if not before and not after:
+        return a
+    dtype = np.result_type(strip(a))
+    parts = []
+    for count in (before, after):
+        shape = list(np.shape(a))
+        shape[axis] = count
+        parts.append(np.zeros(shape, dtype=dtype))
+    return np.concatenate([parts[0], a, parts[1]], axis=axis)
+
+
 # ------------------------------------------------------------------ the extension, read from SciPy
 @functools.lru_cache(maxsize=1024)
 def _extension(n: int, size: int, mode: str, origin: int) -> tuple:
@@ -205,9 +218,7 @@ def _full_convolve1d(g: Any, w: Any, axis: int) -> Any:
     """``ge[k] = sum_j w[j] g[k - j]`` along ``axis``: length ``n + size - 1``."""
     size = np.shape(w)[0]
     n = np.shape(g)[axis]
-    widths = [(0, 0)] * np.ndim(g)
-    widths[axis] = (size - 1, size - 1)
-    padded = np.pad(g, widths)
+    padded = _zero_pad(g, axis, size - 1, size - 1)
     out = correlate1d_p(padded, w[::-1], 0.0, axis, "constant", 0, None)
     return out[_axis_slice(axis, size // 2, size // 2 + n + size - 1)]
 
@@ -311,9 +322,11 @@ correlate_p = primitive(_correlate_raw)
 def _correlate_vjp_x(g, ans, x, w, cval, mode, origins, dtype):
     nb = np.ndim(g) - np.ndim(x)
     shape, wshape = np.shape(x), np.shape(w)
-    widths = [(0, 0)] * nb + [(s - 1, s - 1) for s in wshape]
+    padded = g
+    for k, s in enumerate(wshape):
+        padded = _zero_pad(padded, k - len(wshape), s - 1, s - 1)
     flipped = np.flip(w, axis=tuple(range(np.ndim(w)))).reshape((1,) * nb + wshape)
-    full = correlate_p(np.pad(g, widths), flipped, 0.0, "constant", (0,) * (nb + len(wshape)), None)
+    full = correlate_p(padded, flipped, 0.0, "constant", (0,) * (nb + len(wshape)), None)
     crop = (Ellipsis,) + tuple(slice(s // 2, s // 2 + n + s - 1) for n, s in zip(shape, wshape))
     ge = full[crop]
     for k, (n, s, o) in enumerate(zip(shape, wshape, origins)):

@@ -144,9 +144,7 @@ def _lfilter_vjp_zi(g, ans, b, a, x, zi, axis):
     w = _backwards(g, _ONE, a, axis)
     k, n = np.shape(zi)[axis], np.shape(x)[axis]
     if n < k:  # a state entry that no output sample reads
-        widths = [(0, 0)] * np.ndim(w)
-        widths[axis] = (0, k - n)
-        w = np.pad(w, widths)
+        w = np.concatenate([w, np.zeros(np.shape(w)[:axis % np.ndim(w)] + (k - n,) + np.shape(w)[axis % np.ndim(w) + 1 :])], axis=axis)
     return w[(Ellipsis, slice(0, k)) + (slice(None),) * (-axis - 1)]
 
 
@@ -195,9 +193,9 @@ def _lfilter(b, a, x, axis=-1, zi=None):
         y = lfilter_p(b, a, x, zi, axis)
         return y, np.zeros(tuple(expected), dtype=np.result_type(strip(y)))
     # Run K zero samples past the end: y is unchanged (causal), and the extra outputs give zf.
-    widths = [(0, 0)] * np.ndim(x)
-    widths[axis] = (0, k)
-    y_ext = lfilter_p(b, a, np.pad(x, widths), zi, axis)
+    zeros = list(np.shape(x))
+    zeros[axis] = k
+    y_ext = lfilter_p(b, a, np.concatenate([x, np.zeros(zeros, dtype=np.result_type(strip(x)))], axis=axis), zi, axis)
 
     def take(start, stop):
         return y_ext[(Ellipsis, slice(start, stop)) + (slice(None),) * (-axis - 1)]
