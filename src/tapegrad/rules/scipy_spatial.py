@@ -260,3 +260,194 @@ def _approx_equal(self, other, atol=None, degrees=False):
 
 defcomposite(intercepted(_CONCATENATE, route_all=True), _concatenate, note="any rotation traced")
 defcomposite(intercepted(_APPROX_EQUAL, route_all=True), _approx_equal, note="a comparison: constant")
+
+
+# ================================================================ RigidTransform
+# A RigidTransform stores one 4 x 4 matrix per transform in ``_matrix``.  Built from
+# traced values it keeps a traced matrix and SciPy's array-API backend, as rotations
+# do; the steps whose array code writes traced values into plain arrays (the exponential
+# coordinates, the inverse, building a matrix from its parts) are written here with
+# NumPy calls, and the constructors, ``apply``, ``__mul__``, ``inv``, ``__pow__`` and
+# ``as_exp_coords`` are intercepted.
+_TRANSFORM = _rigid = None
+try:
+    import scipy.spatial.transform._rigid_transform as _rigid
+    import scipy.spatial.transform._rigid_transform_xp as _rigid_backend
+    from scipy.spatial.transform import RigidTransform as _TRANSFORM
+except ImportError:  # a SciPy without RigidTransform
+    pass
+
+
+def _plain_transform(tf: Any) -> Any:
+    """The same transform with its matrix as a plain array and the backend SciPy picks for it."""
+    out = _TRANSFORM.__new__(_TRANSFORM)
+    out.__dict__.update(tf.__dict__)
+    matrix = np.asarray(strip(tf._matrix))
+    if matrix.ndim == 2:  # one transform stored 2-D (array-API mode): NumPy's layout is (1, 4, 4)
+        matrix, out._single = matrix[None], True
+    out._matrix = matrix
+    out._xp = _NAMESPACE(matrix)
+    out._backend = _rigid.select_backend(out._xp, matrix.ndim < 4)
+    return out
+
+
+def _new_transform(matrix: Any, reference: Any) -> Any:
+    """A transform holding the traced ``matrix`` (shaped like SciPy's ``reference``), array backend."""
+    tf = _TRANSFORM.__new__(_TRANSFORM)
+    tf._single = reference._single
+    tf._matrix = np.reshape(matrix, np.shape(reference._matrix))
+    tf._xp = _NAMESPACE(tf._matrix)
+    tf._backend = _rigid_backend
+    return tf
+
+
+def _assemble(rotation: Any, translation: Any) -> Any:
+    """``[[R, t], [0, 0, 0, 1]]`` from stacks of 3 x 3 matrices and 3-vectors (traced-capable)."""
+    batch = np.broadcast_shapes(np.shape(rotation)[:-2], np.shape(translation)[:-1])
+    rotation = np.broadcast_to(rotation, batch + (3, 3))
+    translation = np.broadcast_to(translation, batch + (3,))
+    top = np.concatenate([rotation, translation[..., :, None]], axis=-1)
+    bottom = np.broadcast_to(np.array([0.0, 0.0, 0.0, 1.0]), batch + (1, 4))
+    return np.concatenate([top, bottom], axis=-2)
+
+
+def _skew(v: Any) -> Any:
+    """The cross-product matrices of a stack of 3-vectors."""
+    zero = np.zeros_like(v[..., 0])
+    rows = [
+        np.stack([zero, -v[..., 2], v[..., 1]], axis=-1),
+        np.stack([v[..., 2], zero, -v[..., 0]], axis=-1),
+        np.stack([-v[..., 1], v[..., 0], zero], axis=-1),
+    ]
+    return np.stack(rows, axis=-2)
+
+
+def _angle_and_guard(rotvec: Any) -> tuple:
+    angle = np.linalg.norm(rotvec, axis=-1, keepdims=True)
+    small = np.asarray(strip(angle)) < 1e-3  # a series below 1e-3 rad, as SciPy
+    return angle, small, angle + small  # the guard only stops 0 / 0 in the branch not taken
+
+
+def _exp_translation(rotvec: Any) -> Any:
+    """``V = I + k1 S + k2 S^2``: SE(3) translations from the se(3) translation part."""
+    angle, small, safe = _angle_and_guard(rotvec)
+    k1 = np.where(small, 0.5 - angle**2 / 24 + angle**4 / 720, (1.0 - np.cos(angle)) / safe**2)
+    k2 = np.where(small, 1 / 6 - angle**2 / 120 + angle**4 / 5040, (angle - np.sin(angle)) / safe**3)
+    s = _skew(rotvec)
+    return np.eye(3) + k1[..., None] * s + k2[..., None] * (s @ s)
+
+
+def _log_translation(rotvec: Any) -> Any:
+    """``V^-1 = I - S / 2 + k S^2`` in closed form."""
+    angle, small, safe = _angle_and_guard(rotvec)
+    k = np.where(small, 1 / 12 + angle**2 / 720 + angle**4 / 30240, (1 - 0.5 * angle / np.tan(0.5 * safe)) / safe**2)
+    s = _skew(rotvec)
+    return np.eye(3) - 0.5 * s + k[..., None] * (s @ s)
+
+
+def _matrix_from_exp(coords: Any) -> Any:
+    rotvec = coords[..., :3]
+    rotation = _xp_backend.as_matrix(_xp_backend.from_rotvec(rotvec))
+    return _assemble(rotation, (_exp_translation(rotvec) @ coords[..., 3:, None])[..., 0])
+
+
+def _exp_from_matrix(matrix: Any) -> Any:
+    rotvec = _xp_backend.as_rotvec(_xp_backend.from_matrix(matrix[..., :3, :3], assume_valid=True))
+    translation = (_log_translation(rotvec) @ matrix[..., :3, 3, None])[..., 0]
+    return np.concatenate([rotvec, translation], axis=-1)
+
+
+def _inverse_matrix(matrix: Any) -> Any:
+    r_t = np.swapaxes(matrix[..., :3, :3], -1, -2)
+    return _assemble(r_t, -(r_t @ matrix[..., :3, 3, None])[..., 0])
+
+
+if _TRANSFORM is not None:
+    _TF_INIT = _TRANSFORM.__dict__["__init__"]
+    _TF_APPLY = _TRANSFORM.__dict__["apply"]
+    _TF_MUL = _TRANSFORM.__dict__["__mul__"]
+    _TF_INV = _TRANSFORM.__dict__["inv"]
+    _TF_POW = _TRANSFORM.__dict__["__pow__"]
+    _TF_AS_EXP = _TRANSFORM.__dict__["as_exp_coords"]
+    _TF_STATIC = {k: _TRANSFORM.__dict__[k].__func__ for k in ("from_exp_coords", "from_translation", "from_rotation")}
+
+    def _tf_init(self, matrix, normalize=True, copy=True):
+        reference = _TRANSFORM(strip_all(matrix), normalize=normalize, copy=copy)  # SciPy's checks
+        m = _float64(matrix)
+        if normalize:  # the rotation block is orthogonalised through its quaternion, as in SciPy
+            rotation = _xp_backend.as_matrix(_xp_backend.from_matrix(m[..., :3, :3]))
+            m = _assemble(rotation, m[..., :3, 3])
+        tf = _new_transform(m, reference)
+        self.__dict__.update(tf.__dict__)
+
+    def _tf_from_exp_coords(exp_coords):
+        reference = _TF_STATIC["from_exp_coords"](strip_all(exp_coords))
+        return _new_transform(_matrix_from_exp(_float64(exp_coords)), reference)
+
+    def _tf_from_translation(translation):
+        reference = _TF_STATIC["from_translation"](strip_all(translation))
+        t = _float64(translation)
+        return _new_transform(_assemble(np.eye(3), t), reference)
+
+    def _tf_from_rotation(rotation):
+        original = _TF_STATIC["from_rotation"].__wrapped__
+        if not isinstance(rotation, Rotation) or not _traced(rotation._quat):
+            return original(rotation)
+        reference = original(_plain_copy(rotation))
+        return _new_transform(_assemble(rotation.as_matrix(), np.zeros(3)), reference)
+
+    def _tf_apply(self, vector, inverse=False):
+        expected = np.shape(_TF_APPLY(_plain_transform(self), strip_all(vector), inverse=inverse))
+        matrix = _inverse_matrix(self._matrix) if inverse else self._matrix
+        v = _float64(vector)
+        out = (matrix[..., :3, :3] @ v[..., None])[..., 0] + matrix[..., :3, 3]
+        return np.reshape(out, expected)
+
+    def _tf_mul(self, other):
+        original = _TF_MUL.__wrapped__
+        traced = isinstance(other, _TRANSFORM) and (_traced(self._matrix) or _traced(other._matrix))
+        if not traced:
+            return original(self, other)
+        reference = original(_plain_transform(self), _plain_transform(other))
+        if reference is NotImplemented:
+            return reference
+        return _new_transform(_tf_init_matrix(self._matrix @ other._matrix), reference)
+
+    def _tf_init_matrix(m):
+        """What ``RigidTransform(m, normalize=True)`` stores: the rotation block re-orthogonalised."""
+        rotation = _xp_backend.as_matrix(_xp_backend.from_matrix(m[..., :3, :3]))
+        return _assemble(rotation, m[..., :3, 3])
+
+    def _tf_inv(self):
+        if not _traced(self._matrix):
+            return _TF_INV.__wrapped__(self)
+        return _new_transform(_inverse_matrix(self._matrix), _TF_INV.__wrapped__(_plain_transform(self)))
+
+    def _tf_pow(self, n, modulus=None):
+        original = _TF_POW.__wrapped__
+        if not _traced(self._matrix):
+            return original(self, n) if modulus is None else original(self, n, modulus)
+        reference = original(_plain_transform(self), n)  # SciPy's checks and special cases
+        if n == 0:
+            return _new_transform(np.asarray(reference._matrix), reference)
+        if n == 1:
+            return _new_transform(self._matrix, reference)
+        if n == -1:
+            return _new_transform(_inverse_matrix(self._matrix), reference)
+        return _new_transform(_matrix_from_exp(_exp_from_matrix(self._matrix) * n), reference)
+
+    def _tf_as_exp_coords(self):
+        if not _traced(self._matrix):
+            return _TF_AS_EXP.__wrapped__(self)
+        coords = _exp_from_matrix(self._matrix)
+        return coords[0] if self._single else coords
+
+    defcomposite(intercepted(_TF_INIT), _tf_init, note="a traced matrix, SciPy's array-API backend")
+    defcomposite(intercepted(_TF_STATIC["from_exp_coords"]), _tf_from_exp_coords)
+    defcomposite(intercepted(_TF_STATIC["from_translation"]), _tf_from_translation)
+    defcomposite(intercepted(_TF_STATIC["from_rotation"], route_all=True), _tf_from_rotation)
+    defcomposite(intercepted(_TF_APPLY, inspect_self=True), _tf_apply)
+    defcomposite(intercepted(_TF_MUL, route_all=True), _tf_mul, note="either factor traced")
+    defcomposite(intercepted(_TF_INV, inspect_self=True), _tf_inv)
+    defcomposite(intercepted(_TF_POW, inspect_self=True), _tf_pow)
+    defcomposite(intercepted(_TF_AS_EXP, inspect_self=True), _tf_as_exp_coords)
