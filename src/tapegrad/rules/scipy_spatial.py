@@ -1,4 +1,4 @@
-"""Derivatives of ``scipy.spatial.transform.Rotation``, reached through SciPy's door.
+"""Derivatives of ``scipy.spatial.transform.Rotation`` and ``RigidTransform``, reached through SciPy's door.
 
 A :class:`~scipy.spatial.transform.Rotation` stores one quaternion per rotation
 (scalar last) in ``_quat`` and computes everything with a *backend* module:
@@ -24,6 +24,11 @@ Each rule first runs SciPy's own call on the plain values: SciPy's checks and
 errors are kept, and its result fixes the output's shape, the ``single``
 flag and the quaternion's sign (``q`` and ``-q`` are one rotation; the traced
 quaternion takes the sign SciPy stored), so ``as_quat`` gives SciPy's numbers.
+
+``RigidTransform`` follows the same plan with its 4 x 4 matrices (see the
+section below).  Not covered (a clear :class:`~tapegrad.errors.GradientDroppedError`
+from SciPy's compiled code): ``align_vectors``, ``as_davenport``,
+``RigidTransform.from_dual_quat``/``as_dual_quat``, and ``mean`` of transforms.
 """
 
 from __future__ import annotations
