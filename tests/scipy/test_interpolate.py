@@ -349,6 +349,17 @@ def test_regular_grid_nu_fill_value_trailing_dims_and_descending():
     check_grads(f, [V, PTS])
 
 
+def test_regular_grid_coordinate_tuples_and_one_dimension():
+    r = RegularGridInterpolator((GX, GY), V)
+    a, b = np.meshgrid(PTS[:, 0], PTS[:, 1], indexing="ij")
+    f = lambda u, v: r((u, v))  # a tuple of coordinate arrays, as from np.meshgrid
+    np.testing.assert_allclose(tg.vjp(f, a, b)[0], f(a, b), rtol=1e-13)
+    check_grads(f, [a, b])
+    line = RegularGridInterpolator((GX,), V[:, 0], method="cubic", solver=spsolve)
+    check_grads(lambda p: line(p), [PTS[:, 0]])
+    np.testing.assert_allclose(tg.vjp(lambda p: line((p,)), PTS[:, 0])[0], line((PTS[:, 0],)), rtol=1e-13)
+
+
 def test_regular_grid_pchip():
     # Nonlinear in the values: finite differences; SciPy's own values.
     gz = np.array([0.0, 1.0, 2.0, 3.5])

@@ -820,12 +820,16 @@ def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_val
 def _rgi_points(self, xi):
     """SciPy's ``_prepare_xi`` on traced points: ``(flat (P, ndim), plain, shape, nans, outside)``."""
     ndim = len(self._grid)
-    if isinstance(xi, tuple) and len(xi) == ndim and ndim > 1:
+    # SciPy's _ndim_coords_from_arrays: a tuple of coordinate arrays, or points (..., ndim).
+    if isinstance(xi, tuple) and len(xi) == 1:
+        xi = xi[0]
+    if isinstance(xi, tuple):
         xi = np.stack(np.broadcast_arrays(*xi), axis=-1)
-    elif type(xi) is not Tracer:
-        xi = np.asarray(xi)
-    if np.ndim(xi) == 1 and ndim == 1:
-        xi = np.reshape(xi, (-1, 1))
+    else:
+        if type(xi) is not Tracer:
+            xi = np.asarray(xi)
+        if np.ndim(xi) == 1:
+            xi = np.reshape(xi, (-1, ndim))
     shape = np.shape(xi)
     if shape[-1] != ndim:
         raise ValueError(
