@@ -29,6 +29,7 @@ from .api import hvp, jacfwd, jvp
 from .memory import retain_freed_memory
 from .parallel import num_threads, set_num_threads
 from .constructors import intercept_array_constructors
+from .interception import intercept_scipy
 from .registry import CONSTANT_ARG, defcomposite, defconstant
 
 
@@ -72,6 +73,7 @@ __all__ = [
     "num_threads",
     "set_num_threads",
     "intercept_array_constructors",
+    "intercept_scipy",
     "TapegradError",
     "UnsupportedFunctionError",
     "GradientDroppedError",
