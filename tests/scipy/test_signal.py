@@ -212,6 +212,21 @@ def test_fft_convolutions_every_mode_with_axes(fun, mode):
         check_grads(f, (a, b))
 
 
+@pytest.mark.parametrize("boundary", ["fill", "wrap", "symm"])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("fun", [ss.convolve2d, ss.correlate2d], ids=["convolve2d", "correlate2d"])
+def test_convolve2d_and_correlate2d_every_mode_and_boundary(fun, mode, boundary):
+    for a, k in ((M2, K2), (M2, rng.standard_normal((3, 4))), (K2, M2)):
+        if mode == "valid" and a.shape[0] < k.shape[0]:
+            continue
+        f = lambda a, k, v: fun(a, k, mode, boundary, v)  # noqa: E731
+        assert np.array_equal(tg.vjp(f, a, k, np.array(0.7))[0], f(a, k, 0.7))
+        assert_adjoint(lambda a, k=k: fun(a, k, mode=mode, boundary=boundary, fillvalue=0.7), a)
+        assert_adjoint(lambda k, a=a: fun(a, k, mode=mode, boundary=boundary, fillvalue=0.7), k)
+        check_grads(f, (a, k, np.array(0.7)))
+    check_grads(lambda a, k: fun(a, k, mode, boundary), (M2 + 1j * M2[::-1], K2 - 0.5j))
+
+
 # ------------------------------------------------------------------ spectra
 SPECTRA = {
     "welch": lambda x: ss.welch(x, nperseg=8)[1],

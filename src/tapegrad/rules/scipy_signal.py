@@ -528,6 +528,64 @@ defcomposite(intercepted(_sig.fftconvolve), _freq_convolve("fft"), note="every m
 defcomposite(intercepted(_sig.oaconvolve), _freq_convolve("oa"), note="every mode, axes")
 
 
+_sp_convolve2d = _sig.convolve2d
+_sp_correlate2d = _sig.correlate2d
+_BOUNDARIES = {"fill": "fill", "pad": "fill", "wrap": "wrap", "circular": "wrap", "symm": "symm", "symmetric": "symm"}
+
+
+def _with_value(value: np.ndarray, traced: Any) -> Any:
+    """SciPy's ``value``, carrying the derivatives of ``traced`` (equal to it up to rounding)."""
+    if not _traced(traced):
+        return value
+    return value + (traced - strip(traced)).astype(value.dtype)
+
+
+def _extend2d(a: Any, rows: int, cols: int, boundary: str, fillvalue: Any) -> Any:
+    """``a`` extended by ``rows``/``cols`` samples on each side, as convolve2d's boundary extends it."""
+    if boundary == "fill":
+        dtype = np.result_type(strip(a), strip(fillvalue))
+        top = np.zeros((rows, np.shape(a)[1]), dtype=dtype) + fillvalue
+        a = np.concatenate([top, a, top], axis=0)
+        side = np.zeros((np.shape(a)[0], cols), dtype=dtype) + fillvalue
+        return np.concatenate([side, a, side], axis=1)
+    return np.pad(a, ((rows, rows), (cols, cols)), mode="wrap" if boundary == "wrap" else "symmetric")
+
+
+def _convolve2d_like(correlate: bool):
+    name = "correlate2d" if correlate else "convolve2d"
+    scipy_fun = _sp_correlate2d if correlate else _sp_convolve2d
+
+    def impl(in1, in2, mode="full", boundary="fill", fillvalue=0):
+        _constant(name, "mode", mode)
+        _constant(name, "boundary", boundary)
+        a, b = _as_array(in1), _as_array(in2)
+        # SciPy's own checks and value (exact); the traced computation only lends it derivatives.
+        value = np.asarray(scipy_fun(strip(a), strip(b), mode, boundary, strip(fillvalue)))
+        if mode == "valid":
+            traced = (_correlate if correlate else _convolve)(a, b, "valid", "direct")
+            return _with_value(value, traced)
+        kh, kw = np.shape(b)
+        kernel = b
+        if correlate:
+            kernel = np.flip(b, axis=(0, 1))
+            if np.iscomplexobj(strip(kernel)):
+                kernel = np.conjugate(kernel)
+        ext = _extend2d(a, kh - 1, kw - 1, _BOUNDARIES[boundary], fillvalue)
+        full = convolve_full_p(ext, kernel, "auto")[kh - 1 : kh - 1 + np.shape(a)[0] + kh - 1, kw - 1 : kw - 1 + np.shape(a)[1] + kw - 1]
+        if mode == "same":
+            # SciPy centres 'same' differently for the two (on even kernel sizes).
+            r0, c0 = ((kh // 2, kw // 2) if correlate else ((kh - 1) // 2, (kw - 1) // 2))
+            full = full[r0 : r0 + np.shape(a)[0], c0 : c0 + np.shape(a)[1]]
+        return _with_value(value, full)
+
+    impl.__name__ = name
+    return impl
+
+
+defcomposite(intercepted(_sig.convolve2d), _convolve2d_like(False), note="every mode and boundary; in in1, in2 and fillvalue")
+defcomposite(intercepted(_sig.correlate2d), _convolve2d_like(True), note="every mode and boundary; in in1, in2 and fillvalue")
+
+
 # ------------------------------------------------------------------ spectra
 def _stft_detrend(self, x, detr, p0=None, p1=None, *, k_offset=0, padding="zeros", axis=-1):
     x = _as_array(x)
