@@ -112,13 +112,30 @@ class Collocation:
         self.n = n
         values = np.asarray(dense(nodes.reshape(-1)), dtype=float).reshape(n, -1).T
         self.z0 = values.reshape(len(self.h), q, n)
-        self.kinv = [self._step_inverse(i) for i in range(len(self.h))]
+        jacobians = self._node_jacobians().reshape(len(self.h), q, n, n)
+        self.kinv = [self._step_inverse(i, jacobians[i]) for i in range(len(self.h))]
 
-    def _step_inverse(self, i: int) -> np.ndarray:
+    def _node_jacobians(self) -> np.ndarray:
+        """``f_y`` at every node, ``(nodes, n, n)``: one tapegrad Jacobian per chunk of nodes.
+
+        A Jacobian call has a fixed cost (a tape, a sweep); stacking a few dozen nodes'
+        right-hand sides shares it while the batch of cotangents stays small.
+        """
+        times, states = self.nodes.reshape(-1), self.z0.reshape(-1, self.n)
+        chunk = max(1, 64 // self.n)
+        out = []
+        for start in range(0, times.size, chunk):
+            ts, ys = times[start:start + chunk], states[start:start + chunk]
+
+            def stacked(y: Any, _ts: np.ndarray = ts) -> Any:
+                return np.stack([self.rhs(t, y[k]) for k, t in enumerate(_ts)])
+
+            jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
+            out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
+        return np.concatenate(out)
+
+    def _step_inverse(self, i: int, jac: np.ndarray) -> np.ndarray:
         q, n = self.c.size, self.n
-        jac = np.stack([
-            plain_jacobian(lambda y, _t=t: self.rhs(_t, y), z) for t, z in zip(self.nodes[i], self.z0[i])
-        ])  # (q, n, n)
         blocks = self.a[:, :, None, None] * jac[None, :, :, :]  # (j, l, r, c)
         k = np.eye(q * n) - self.h[i] * blocks.transpose(0, 2, 1, 3).reshape(q * n, q * n)
         if not np.all(np.isfinite(k)) or np.linalg.cond(k) > 1e14:
