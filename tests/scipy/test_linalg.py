@@ -494,3 +494,18 @@ def test_log_determinant_through_cholesky():
     inv = np.linalg.inv(S)
     np.testing.assert_allclose(g, np.tril(2 * inv) - np.diag(np.diag(inv)), rtol=1e-10, atol=1e-12)
     check_grads(lambda a: np.sum(np.log(np.diagonal(sl.cho_factor(a)[0]))), (S,))
+
+
+def test_tridiagonal_eigenproblems():
+    d, e = np.array([1.0, 2.0, 3.0, 4.0]) + 0.1 * _u(4), 0.5 * _u(3)
+    check_grads(lambda d, e: sl.eigh_tridiagonal(d, e)[0], (d, e))
+    check_grads(lambda d, e: _signless(sl.eigh_tridiagonal(d, e)[1]), (d, e))
+    check_grads(lambda d, e: sl.eigh_tridiagonal(d, e, eigvals_only=True, select="v", select_range=(1.5, 3.5)), (d, e))
+    check_grads(lambda d, e: _signless(sl.eigh_tridiagonal(d, e, select="i", select_range=(1, 2))[1]), (d, e))
+    check_grads(lambda d, e: sl.eigvalsh_tridiagonal(d, e, select="i", select_range=(0, 1)), (d, e))
+    # The same numbers as eigvalsh of the dense matrix.
+    dense = lambda d, e: np.diag(d) + np.diag(e, 1) + np.diag(e, -1)  # noqa: E731
+    for k in (0, 1):
+        np.testing.assert_allclose(tg.grad(lambda d, e: np.sum(sl.eigvalsh_tridiagonal(d, e) ** 2), argnums=(0, 1))(d, e)[k],
+                                   tg.grad(lambda d, e: np.sum(np.linalg.eigvalsh(dense(d, e)) ** 2), argnums=(0, 1))(d, e)[k],
+                                   rtol=1e-10, atol=1e-12)

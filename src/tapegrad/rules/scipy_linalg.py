@@ -1192,3 +1192,56 @@ def _solve_toeplitz(c_or_cr, b, check_finite=True):
 
 defcomposite(intercepted(sl.solve_toeplitz), _solve_toeplitz, note="solve(toeplitz(c, r), b): a dense solve")
 defconstant(intercepted(sl.bandwidth), intercepted(sl.issymmetric), intercepted(sl.ishermitian))
+
+
+# ---------------------------------------------------------------- symmetric tridiagonal eigenproblems
+def _tridiagonal(d: Any, e: Any) -> Any:
+    """The dense symmetric tridiagonal matrix of ``d`` (diagonal) and ``e`` (off-diagonal), traced-capable."""
+    n = np.shape(d)[-1]
+    dt = _real_dtype(np.result_type(d, e))
+    # e padded to length n scales the rows of the first superdiagonal.
+    e_rows = np.concatenate([e, np.zeros(np.shape(e)[:-1] + (1,), dtype=dt)], axis=-1)
+    upper = e_rows[..., :, None] * np.eye(n, k=1, dtype=dt)
+    return d[..., :, None] * np.eye(n, dtype=dt) + upper + _T(upper)
+
+
+def _tridiagonal_grads(g, ans, d, e, eigvals_only, select):
+    _real_only("eigh_tridiagonal", d, e)
+    g_w, g_v, w, v = _eigh_outputs(g, ans, eigvals_only)
+    subset = select not in ("a", "all", 0)
+    t = _tridiagonal(d, e)
+    if v is None:  # eigenvalues only: the eigenvectors of the selection, from the dense matrix
+        w_full, v_full = np.linalg.eigh(t)  # traced at second order; only projectors enter
+        if subset:
+            idx = _subset_positions(w, w_full)
+            v_full = np.take_along_axis(v_full, np.broadcast_to(idx[..., None, :], np.shape(v_full)[:-1] +
+                                                                np.shape(idx)[-1:]), axis=-1)
+            w_full = np.take_along_axis(w_full, idx, axis=-1)
+        w, v = w_full, v_full
+    m = _eigh_standard(g_w, g_v, w, v, t, True, subset)
+    return np.diagonal(m, axis1=-2, axis2=-1), np.diagonal(m, 1, -2, -1) + np.diagonal(m, -1, -2, -1)
+
+
+def _eigh_tridiagonal_d(g, ans, d, e, eigvals_only=False, select="a", select_range=None, check_finite=True,
+                        tol=0.0, lapack_driver="auto"):
+    return _tridiagonal_grads(g, ans, d, e, eigvals_only, select)[0]
+
+
+def _eigh_tridiagonal_e(g, ans, d, e, eigvals_only=False, select="a", select_range=None, check_finite=True,
+                        tol=0.0, lapack_driver="auto"):
+    return _tridiagonal_grads(g, ans, d, e, eigvals_only, select)[1]
+
+
+def _eigvalsh_tridiagonal_d(g, ans, d, e, select="a", select_range=None, check_finite=True, tol=0.0,
+                            lapack_driver="auto"):
+    return _tridiagonal_grads(g, ans, d, e, True, select)[0]
+
+
+def _eigvalsh_tridiagonal_e(g, ans, d, e, select="a", select_range=None, check_finite=True, tol=0.0,
+                            lapack_driver="auto"):
+    return _tridiagonal_grads(g, ans, d, e, True, select)[1]
+
+
+defvjp(intercepted(sl.eigh_tridiagonal), _eigh_tridiagonal_d, _eigh_tridiagonal_e,
+       note="through the dense tridiagonal matrix; inf/nan at repeated eigenvalues with vector cotangents")
+defvjp(intercepted(sl.eigvalsh_tridiagonal), _eigvalsh_tridiagonal_d, _eigvalsh_tridiagonal_e)
