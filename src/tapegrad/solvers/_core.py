@@ -41,7 +41,6 @@ __all__ = [
     "tie",
     "chord",
     "plain_jacobian",
-    "as_plain_float",
     "as_array",
     "refuse",
     "Call",
@@ -215,11 +214,6 @@ def as_array(out: Any) -> Any:
     return out
 
 
-def as_plain_float(x: Any) -> np.ndarray:
-    x = np.asarray(strip_tree(x))
-    return x.astype(np.float64) if x.dtype.kind not in "fc" else x
-
-
 def plain_jacobian(fun: Callable[[Any], Any], x: np.ndarray) -> np.ndarray:
     """``d fun / d x`` at plain ``x`` as plain numbers (``fun`` may close over tracers)."""
     return np.asarray(strip(jacobian(fun)(x)))
@@ -310,14 +304,12 @@ class Call:
         self.values = dict(bound.arguments)  # with defaults
         self.callback_names = callbacks
         self.callbacks = Callbacks()
-        names = set(callbacks)
         self.explicit_levels: Set[int] = set()
         self.explicit_tapes: list = []
         for name, value in self.values.items():
             value = _constraint_parts(value)  # traced bounds inside constraint objects count too
             levels_of(value, self.explicit_levels)
             self.explicit_tapes += [t for t in tapes_of(value) if all(t is not e for e in self.explicit_tapes)]
-        del names
 
     def get(self, name: str) -> Any:
         return self.values[name]
@@ -399,11 +391,3 @@ def _wrap_callables(callbacks: Callbacks, value: Any) -> Any:
     if type(value) is dict:
         return {k: _wrap_callables(callbacks, v) for k, v in value.items()}
     return strip_tree(value)
-
-
-def order_of(*things: Iterable[Any], extra: Optional[Set[int]] = None) -> int:
-    """How many chord steps: the number of tape levels among ``things`` (and ``extra``)."""
-    levels: Set[int] = set(extra or ())
-    for t in things:
-        levels_of(t, levels)
-    return len(levels)
