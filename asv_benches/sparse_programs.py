@@ -95,7 +95,7 @@ def make_reaction_diffusion(n: int, a: float = 1.0, b: float = 3.0, alpha: float
 
 def make_bundle(n: int):
     """A bundle-adjustment residual (rotation vector, translation, focal, two radial terms per camera)."""
-    n_points = max(4, n // 4)
+    n_points = max(4, int(n / 3.18))  # 3 coordinates per point, 9 parameters per 50 points: about n unknowns
     n_cams = max(2, n_points // 50)
     per_point = 4
     rng = np.random.default_rng(3)

@@ -306,3 +306,25 @@ def test_errors():
 def test_import_tapegrad_does_not_import_scipy():
     code = "import sys, tapegrad; assert not any(m == 'scipy' or m.startswith('scipy.') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", sorted(SPARSE_PROGRAMS) + ["hessian_" + n for n in sorted(HESSIAN_PROGRAMS)])
+def test_lazy_sums_give_the_same_numbers(name, monkeypatch):
+    """Large batches add the uses of a value all at once (sparse_batch._LAZY): force that path on small ones."""
+    monkeypatch.setattr(sb, "_LAZY", 0)
+    if name.startswith("hessian_"):
+        f, make_x = HESSIAN_PROGRAMS[name[len("hessian_") :]]
+        check(f, make_x(), hessian=True)
+    else:
+        f, make_x = SPARSE_PROGRAMS[name]
+        check(f, make_x())
+
+
+def test_scatter_with_a_few_shared_targets():
+    """Most slots go to their own target, a few share one (np.pad's constant fill): both kinds in one scatter."""
+    x = RNG.random((40, 40))
+
+    def f(u):
+        return np.pad(u, 1, constant_values=0.5)[:-2, 1:-1] * np.pad(u, 1)[2:, 2:]
+
+    check(f, x)

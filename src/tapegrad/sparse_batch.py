@@ -44,6 +44,14 @@ __all__ = ["SparseCotangent", "DenseBatchTooLarge", "MAX_DENSE_BYTES", "densify"
 #: The largest dense array (in bytes) a sparse batch builds when a call needs one.
 MAX_DENSE_BYTES = 1 << 28
 
+_INT32_MAX = 2**31 - 1
+
+#: A batch keeps its sort keys (int64 per entry) only up to this many entries.
+_CACHED_KEYS = 1 << 20
+
+#: Sums of sparse batches with more entries than this are added lazily, all uses at once.
+_LAZY = 1 << 14
+
 #: NumPy adds a reduction of at most this many elements one after the other, in
 #: index order (longer ones pairwise, in blocks of 8): such sums are done here.
 _SEQUENTIAL = 7
@@ -82,6 +90,16 @@ def densify(value: Any) -> Any:
     return value
 
 
+def _small_keys(keys: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """``keys`` if a batch should keep them (see :data:`_CACHED_KEYS`), else ``None``."""
+    return keys if keys is None or keys.shape[0] <= _CACHED_KEYS else None
+
+
+def _key(rows: np.ndarray, width: int, cols: np.ndarray) -> np.ndarray:
+    """``row * width + col`` in int64 (positions may be int32)."""
+    return rows.astype(np.int64) * width + cols
+
+
 def _is_sorted(keys: np.ndarray) -> bool:
     return keys.shape[0] < 2 or bool((keys[1:] > keys[:-1]).all())
 
@@ -106,16 +124,86 @@ class SparseCotangent(NDArrayOperatorsMixin):
     ``cols`` arrays are shared between batches of the same structure.
     """
 
-    __slots__ = ("shape", "rows", "cols", "data", "_dense", "_keys")
+    __slots__ = ("shape", "_rows", "_cols", "_data", "_dense", "_keys", "_parts")
     __array_priority__ = 20.0
 
     def __init__(self, shape: tuple, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> None:
         self.shape = tuple(shape)
-        self.rows = rows
-        self.cols = cols
-        self.data = data
+        # 32-bit positions where they fit: a third less memory per entry than intp.
+        small = shape[0] < _INT32_MAX and math.prod(shape[1:]) < _INT32_MAX
+        self._rows = rows.astype(np.int32, copy=False) if small else rows
+        self._cols = cols.astype(np.int32, copy=False) if small else cols
+        self._data = data
         self._dense: Optional[np.ndarray] = None
         self._keys: Optional[np.ndarray] = None
+        self._parts: Optional[list] = None
+
+    @classmethod
+    def _sum_of(cls, shape: tuple, parts: list) -> "SparseCotangent":
+        """``((parts[0] + parts[1]) + parts[2]) + ...`` (batches of one dtype), added when first looked at.
+
+        The sweep accumulates the cotangent of a value used several times one use
+        after the other; adding all of them in one pass (one sort of all entries)
+        costs much less than a merge per use, and gives the same numbers: each
+        position's terms are added in the order of ``parts``.
+        """
+        out = cls.__new__(cls)
+        out.shape = tuple(shape)
+        out._rows = out._cols = out._data = None
+        out._dense = None
+        out._keys = None
+        out._parts = parts
+        return out
+
+    def _resolve(self) -> None:
+        parts = self._parts
+        keys = np.concatenate([p.keys() for p in parts])
+        order = np.argsort(keys, kind="stable")  # sorted runs, merged; equal keys in part order
+        keys = keys[order]
+        data = np.concatenate([p.data for p in parts])[order]
+        if keys.shape[0] > 1:
+            new = np.empty(keys.shape[0], dtype=bool)
+            new[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=new[1:])
+            starts = np.flatnonzero(new)
+        else:
+            starts = np.arange(keys.shape[0])
+        if starts.shape[0] < keys.shape[0]:
+            counts = np.diff(np.append(starts, keys.shape[0]))
+            sums = data[starts]
+            for j in range(1, int(counts.max())):  # the j-th term of every position that has one, in order
+                more = np.flatnonzero(counts > j)
+                sums[more] += data[starts[more] + j]
+            pick = order[starts]
+            keys, data = keys[starts], sums
+        else:
+            pick = order
+        self._rows = np.concatenate([p.rows for p in parts])[pick]
+        self._cols = np.concatenate([p.cols for p in parts])[pick]
+        self._data = data
+        self._keys = _small_keys(keys)
+        self._parts = None
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Batch row of each entry."""
+        if self._parts is not None:
+            self._resolve()
+        return self._rows
+
+    @property
+    def cols(self) -> np.ndarray:
+        """Flat value slot of each entry."""
+        if self._parts is not None:
+            self._resolve()
+        return self._cols
+
+    @property
+    def data(self) -> np.ndarray:
+        """Value of each entry."""
+        if self._parts is not None:
+            self._resolve()
+        return self._data
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -131,18 +219,18 @@ class SparseCotangent(NDArrayOperatorsMixin):
     def _from_entries(cls, shape: tuple, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> "SparseCotangent":
         """A batch from unique entries in any order (sorted here when they are not)."""
         width = max(math.prod(shape[1:]), 1)
-        keys = rows * width + cols
+        keys = _key(rows, width, cols)
         if not _is_sorted(keys):
             order = np.argsort(keys, kind="stable")
             keys, rows, cols, data = keys[order], rows[order], cols[order], data[order]
         out = cls(shape, rows, cols, data)
-        out._keys = keys
+        out._keys = _small_keys(keys)
         return out
 
     def _with_data(self, data: np.ndarray) -> "SparseCotangent":
         """The same structure with other values."""
         out = SparseCotangent(self.shape, self.rows, self.cols, data)
-        out._keys = self._keys
+        out._keys = _small_keys(self._keys)
         return out
 
     def _kept(self, keep: np.ndarray, shape: Optional[tuple] = None, cols: Optional[np.ndarray] = None) -> "SparseCotangent":
@@ -154,7 +242,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
     # -------------------------------------------------------------- array-like
     @property
     def dtype(self) -> np.dtype:
-        return self.data.dtype
+        return self._parts[0].dtype if self._parts is not None else self._data.dtype
 
     @property
     def ndim(self) -> int:
@@ -176,8 +264,13 @@ class SparseCotangent(NDArrayOperatorsMixin):
 
     def keys(self) -> np.ndarray:
         """``row * width + col`` of each entry: increasing."""
+        if self._parts is not None:
+            self._resolve()
         if self._keys is None:
-            self._keys = self.rows * max(self.width, 1) + self.cols
+            keys = _key(self.rows, max(self.width, 1), self.cols)
+            if keys.shape[0] > _CACHED_KEYS:
+                return keys  # large: computed again when needed rather than kept
+            self._keys = _small_keys(keys)
         return self._keys
 
     def __len__(self) -> int:
@@ -301,14 +394,24 @@ class SparseCotangent(NDArrayOperatorsMixin):
         new_shape = (self.shape[0],) + tuple(value_shape)
         target = target.ravel()
         cols = target[self.cols]
-        if np.unique(target).shape[0] == target.shape[0]:
-            return SparseCotangent._from_entries(new_shape, self.rows, cols, self.data)
         width = max(math.prod(value_shape), 1)
-        keys = self.rows * width + cols
+        hits = np.bincount(target, minlength=width)
+        if hits.max(initial=0) <= 1:  # no target twice
+            return SparseCotangent._from_entries(new_shape, self.rows, cols, self.data)
+        shared = hits[cols] > 1  # entries whose target receives several slots
+        if not shared.all():
+            alone = ~shared
+            once = SparseCotangent._from_entries(new_shape, self.rows[alone], cols[alone], self.data[alone])
+            if not shared.any():
+                return once
+            part = SparseCotangent(self.shape, self.rows[shared], self.cols[shared], self.data[shared])
+            return _disjoint_union(once, part.scatter(target, value_shape, accumulate_float64))
+        keys = _key(self.rows, width, cols)
         order = np.argsort(keys, kind="stable")  # equal keys keep the entries' order
         keys = keys[order]
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        group = np.cumsum(np.r_[False, keys[1:] != keys[:-1]])
+        new_group = np.r_[True, keys[1:] != keys[:-1]]
+        starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group) - 1
         data = self.data[order]
         dtype = self.dtype
         if accumulate_float64:
@@ -319,9 +422,9 @@ class SparseCotangent(NDArrayOperatorsMixin):
         else:
             sums = np.zeros(starts.shape[0], dtype=dtype)
             np.add.at(sums, group, data)
-        kept = keys[starts]
-        out = SparseCotangent(new_shape, kept // width, kept % width, sums)
-        out._keys = kept
+        first = order[starts]
+        out = SparseCotangent(new_shape, self.rows[first], cols[first], sums)
+        out._keys = _small_keys(keys[starts])
         return out
 
     def untaken(self, index: tuple, shape: tuple) -> Any:
@@ -360,7 +463,9 @@ class SparseCotangent(NDArrayOperatorsMixin):
         if factor.dtype.kind not in "biufc":
             return None
         shape = np.shape(factor)
-        if all(s == 1 for s in shape) and len(shape) <= len(self.shape):
+        if len(shape) > len(self.shape):
+            return None  # the product gains leading axes
+        if all(s == 1 for s in shape):
             return factor.reshape(()) if shape else factor
         vshape = self.shape[1:]
         if len(shape) > len(vshape):
@@ -383,6 +488,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
 
     def _merged(self, other: "SparseCotangent", subtract: bool) -> "SparseCotangent":
         """``self + other`` (or ``-``): entries at one position are added, each once."""
+        if self._parts is not None or other._parts is not None or self.nnz + other.nnz > _LAZY:
+            if other.dtype == self.dtype:
+                term = other._with_data(-other.data) if subtract else other
+                return SparseCotangent._sum_of(self.shape, (self._parts or [self]) + [term])
         b = -other.data if subtract else other.data
         if self.rows is other.rows and self.cols is other.cols:
             return self._with_data(self.data + b)
@@ -399,10 +508,11 @@ class SparseCotangent(NDArrayOperatorsMixin):
             first = np.r_[True, ~repeat]
             second = np.flatnonzero(repeat) + 1
             vals[second - 1] = vals[second - 1] + vals[second]
-            keys, vals = keys[first], vals[first]
-        width = max(self.width, 1)
-        out = SparseCotangent(self.shape, keys // width, keys % width, vals)
-        out._keys = keys
+            keys, vals, order = keys[first], vals[first], order[first]
+        rows = np.concatenate([self.rows, other.rows])[order]
+        cols = np.concatenate([self.cols, other.cols])[order]
+        out = SparseCotangent(self.shape, rows, cols, vals)
+        out._keys = _small_keys(keys)
         return out
 
     def _selected(self, keep_mask: np.ndarray) -> Optional["SparseCotangent"]:
@@ -440,7 +550,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
         one NumPy's (pairwise) reduction gives.
         """
         width = max(math.prod(new_v), 1)
-        keys = self.rows * width + target[self.cols]
+        new_cols = target[self.cols]
+        keys = _key(self.rows, width, new_cols)
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.shape[0] else np.zeros(0, dtype=np.intp)
@@ -452,6 +563,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
             sums[two] = data[starts[two]] + data[starts[two] + 1]
         heavy = counts > 2
         result_keys = keys[starts]
+        result_rows = self.rows[order[starts]]
+        result_cols = new_cols[order[starts]]
         if heavy.any() and sequential:
             # Entries of one result are in slot order (a stable sort of slot-ordered entries).
             group = np.repeat(np.arange(starts.shape[0]), counts)
@@ -459,14 +572,13 @@ class SparseCotangent(NDArrayOperatorsMixin):
             np.add.at(long_sums, group, data)
             sums[heavy] = long_sums[heavy]
         elif heavy.any():
-            heavy_rows = np.unique(result_keys[heavy] // width)
+            heavy_rows = np.unique(result_rows[heavy])
             reduced = np.asarray(dense_reduce(self.rows_dense(heavy_rows))).reshape(heavy_rows.shape[0], -1)
-            result_rows = result_keys // width
             in_heavy = np.isin(result_rows, heavy_rows)
             where = np.searchsorted(heavy_rows, result_rows[in_heavy])
-            sums[in_heavy] = reduced[where, result_keys[in_heavy] % width]
-        out = SparseCotangent((self.shape[0],) + tuple(new_v), result_keys // width, result_keys % width, sums)
-        out._keys = result_keys
+            sums[in_heavy] = reduced[where, result_cols[in_heavy]]
+        out = SparseCotangent((self.shape[0],) + tuple(new_v), result_rows, result_cols, sums)
+        out._keys = _small_keys(result_keys)
         return out
 
     def segment_sums(self, indices: Any) -> Optional["SparseCotangent"]:
@@ -476,7 +588,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
         """
         seg, pos = _segments(indices, self.shape[-1])
         n = self.shape[-1]
-        if np.unique(pos).shape[0] != pos.shape[0]:
+        if np.bincount(pos, minlength=n).max(initial=0) > 1:
             return None
         lead = self.shape[1:-1]
         n_seg = int(np.size(indices))
@@ -558,7 +670,7 @@ def _reshape(a: SparseCotangent, shape: Sequence[Any], order: str = "C") -> Opti
     if any(s < 0 for s in rest) or math.prod(rest) != a.width:
         return None
     out = SparseCotangent((a.shape[0],) + tuple(rest), a.rows, a.cols, a.data)
-    out._keys = a._keys
+    out._keys = _small_keys(a._keys)
     return out
 
 
@@ -571,6 +683,28 @@ def _segments(indices: Any, n: int) -> tuple:
     seg = np.repeat(np.arange(idx.size), lengths)
     pos = np.arange(seg.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + idx[seg]
     return seg, pos
+
+
+def _disjoint_union(a: SparseCotangent, b: SparseCotangent) -> SparseCotangent:
+    """The entries of ``a`` and of ``b`` (no position in both), sorted."""
+    if b.nnz > a.nnz:
+        a, b = b, a
+    ka, kb = a.keys(), b.keys()
+    if b.nnz * 64 < a.nnz:  # a few entries into many: insert them
+        at = np.searchsorted(ka, kb)
+        out = SparseCotangent(a.shape, np.insert(a.rows, at, b.rows), np.insert(a.cols, at, b.cols), np.insert(a.data, at, b.data))
+        out._keys = _small_keys(np.insert(ka, at, kb))
+        return out
+    both = np.concatenate([ka, kb])
+    order = np.argsort(both, kind="stable")
+    out = SparseCotangent(
+        a.shape,
+        np.concatenate([a.rows, b.rows])[order],
+        np.concatenate([a.cols, b.cols])[order],
+        np.concatenate([a.data, b.data])[order],
+    )
+    out._keys = _small_keys(both[order])
+    return out
 
 
 def _is_zero(value: Any) -> bool:

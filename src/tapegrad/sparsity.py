@@ -45,46 +45,61 @@ def _scipy_sparse() -> Any:
 
 
 class _Entries:
-    """Entries ``(row, col, value)`` of one Jacobian block, collected chunk by chunk."""
+    """One Jacobian block, collected chunk of rows by chunk of rows in CSR form."""
 
     def __init__(self, n_rows: int, n_cols: int, dtype: Any) -> None:
         self.shape = (n_rows, n_cols)
         self.dtype = np.dtype(dtype)
-        self.rows: List[np.ndarray] = []
-        self.cols: List[np.ndarray] = []
-        self.data: List[np.ndarray] = []
+        self.index_dtype = np.int32 if max(n_rows, n_cols) < 2**31 - 1 else np.int64
+        # (first row, entries per row, column indices, values) per chunk, in row order.
+        self.pieces: List[tuple] = []
 
-    def add(self, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> None:
-        self.rows.append(rows)
-        self.cols.append(cols)
-        self.data.append(data)
+    def add_sorted(self, first_row: int, n_rows: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> None:
+        """Entries of rows ``first_row...`` given by local row (sorted by row, then column)."""
+        counts = np.bincount(rows, minlength=n_rows) if rows.size else np.zeros(n_rows, dtype=np.intp)
+        self.pieces.append((first_row, counts, cols.astype(self.index_dtype), data))
 
     def add_dense(self, first_row: int, block: np.ndarray) -> None:
         """The nonzeros (NaN included) of dense rows ``first_row...``."""
-        r, c = np.nonzero(block)
-        self.add(r + first_row, c, block[r, c])
-
-    def drop_rows(self, rows: np.ndarray) -> None:
-        for k in range(len(self.rows)):
-            keep = ~np.isin(self.rows[k], rows)
-            if not keep.all():
-                self.rows[k], self.cols[k], self.data[k] = self.rows[k][keep], self.cols[k][keep], self.data[k][keep]
-
-    def nan_rows(self) -> np.ndarray:
-        found = [r[np.isnan(d)] for r, d in zip(self.rows, self.data) if d.dtype.kind in "fc"]
-        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+        counts = np.count_nonzero(block, axis=1)
+        flat = np.flatnonzero(block)
+        data = block.reshape(-1)[flat]
+        cols = (flat % max(block.shape[1], 1)).astype(self.index_dtype)
+        del flat
+        self.pieces.append((first_row, counts, cols, data))
 
     def to_csr(self) -> Any:
         sp = _scipy_sparse()
-        if not self.data:
-            return sp.csr_array(self.shape, dtype=self.dtype)
-        rows = np.concatenate(self.rows)
-        cols = np.concatenate(self.cols)
-        data = np.concatenate(self.data).astype(self.dtype, copy=False)
-        # Entries are unique, so the conversion adds nothing up; explicit zeros stay (the structure).
-        out = sp.csr_array((data, (rows, cols)), shape=self.shape)
-        out.sort_indices()
-        return out
+        n_rows, n_cols = self.shape
+        counts = np.zeros(n_rows, dtype=np.int64)
+        for first, c, _, _ in self.pieces:
+            counts[first : first + c.shape[0]] += c
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        index_dtype = self.index_dtype if indptr[-1] < 2**31 - 1 else np.int64
+        pieces = sorted(self.pieces, key=lambda p: p[0])
+        if pieces:
+            indices = np.concatenate([p[2] for p in pieces]).astype(index_dtype, copy=False)
+            data = np.concatenate([p[3] for p in pieces]).astype(self.dtype, copy=False)
+        else:
+            indices, data = np.zeros(0, dtype=index_dtype), np.zeros(0, dtype=self.dtype)
+        self.pieces = []
+        # Rows are whole and in order, columns sorted in each row; explicit zeros stay (the structure).
+        return sp.csr_array((data, indices, indptr.astype(index_dtype, copy=False)), shape=self.shape)
+
+
+def _replace_rows(csr: Any, rows: np.ndarray, dense_rows: np.ndarray) -> Any:
+    """``csr`` with its rows ``rows`` (sorted) replaced by the nonzeros of ``dense_rows``."""
+    sp = _scipy_sparse()
+    coo = csr.tocoo()
+    keep = ~np.isin(coo.row, rows)
+    r, c = np.nonzero(dense_rows)
+    all_rows = np.concatenate([coo.row[keep], rows[r]])
+    all_cols = np.concatenate([coo.col[keep], c])
+    data = np.concatenate([coo.data[keep], dense_rows[r, c]])
+    out = sp.csr_array((data, (all_rows, all_cols)), shape=csr.shape)
+    out.sort_indices()
+    return out
 
 
 def _seed(rows: int, start: int, yshape: tuple, dtype: Any, structured: bool) -> Any:
@@ -101,7 +116,7 @@ def _collect(entries: _Entries, g: Any, first_row: int, rows: int) -> None:
     if g is None:
         return
     if type(g) is SparseCotangent:
-        entries.add(g.rows + first_row, g.cols, g.data)
+        entries.add_sorted(first_row, rows, g.rows, g.cols, g.data)
         return
     entries.add_dense(first_row, np.reshape(np.asarray(g), (rows, -1)))
 
@@ -159,19 +174,25 @@ def sparse_jacobian_request(
                 g = g[s._out]
             _collect(block, g, start, stop - start)
         start = stop
+        del found, seed
+    results = []
     for block, s in zip(blocks, sources):
+        csr = block.to_csr()
         if s is not None:
-            _redo_nan_rows(tape, root, t, yshape, s, block)
-    return [b.to_csr() for b in blocks]
+            csr = _redo_nan_rows(tape, root, t, yshape, s, csr)
+        results.append(csr)
+    return results
 
 
-def _redo_nan_rows(tape: Tape, root: list, t: Any, yshape: tuple, source: Any, block: _Entries) -> None:
+def _redo_nan_rows(tape: Tape, root: list, t: Any, yshape: tuple, source: Any, csr: Any) -> Any:
     """Rows holding NaN are computed again by the dense sweep: they are then the dense result's rows."""
-    bad = block.nan_rows()
-    if bad.size == 0:
-        return
-    block.drop_rows(bad)
-    m, n = block.shape
+    if csr.dtype.kind not in "fc":
+        return csr
+    nan_at = np.flatnonzero(np.isnan(csr.data))
+    if nan_at.size == 0:
+        return csr
+    bad = np.unique(np.searchsorted(csr.indptr, nan_at, side="right") - 1)
+    m, n = csr.shape
     per_chunk = max(1, sparse_batch.MAX_DENSE_BYTES // max(1, 8 * max(m, n)))
     for lo in range(0, bad.size, per_chunk):
         rows = bad[lo : lo + per_chunk]
@@ -179,13 +200,11 @@ def _redo_nan_rows(tape: Tape, root: list, t: Any, yshape: tuple, source: Any, b
         seed[np.arange(rows.size), rows] = 1
         found = backward(tape, root, [seed.reshape((rows.size,) + yshape)], [source._index], (rows.size,))
         g = found.get(source._index)
-        if g is None:
-            continue
-        if source._out >= 0:
+        if g is not None and source._out >= 0:
             g = g[source._out]
-        dense = np.reshape(np.asarray(g), (rows.size, -1))
-        r, c = np.nonzero(dense)
-        block.add(rows[r], c, dense[r, c])
+        dense = np.zeros((rows.size, n), dtype=csr.dtype) if g is None else np.reshape(np.asarray(g), (rows.size, -1))
+        csr = _replace_rows(csr, rows, dense)
+    return csr
 
 
 def _dtype_of(x: Any, y: Any) -> np.dtype:
