@@ -100,6 +100,8 @@ def test_lfilter_coefficients_and_state_first_and_second_order():
     check_grads(lambda b, x: ss.lfilter(b, np.array([2.0]), x, axis=0), (B, X2.T))
     check_grads(lambda b, a, x: ss.lfilter(b, a, x), (B[:2], A, X[:2]))  # shorter than the state
     check_grads(lambda b, a: ss.lfilter_zi(b, a), (B, A))
+    check_grads(lambda b, a, y, x: ss.lfiltic(b, a, y, x), (B, A, X[:2], X[2:3]))
+    check_grads(lambda b, a, y: ss.lfiltic(b, a, y), (B[:2], np.array([2.0, 0.3, -0.1, 0.2]), X[:2]))
     check_grads(lambda b, a, x: filtfilt(b, a, x), (B, A, X))
 
 
@@ -115,6 +117,7 @@ def test_second_order_sections_first_and_second_order():
 def test_filter_values_match_scipy():
     zi = rng.standard_normal(2)
     np.testing.assert_array_equal(tg.vjp(lambda b, a: ss.lfilter_zi(b, a), B, A)[0], ss.lfilter_zi(B, A))
+    np.testing.assert_allclose(tg.vjp(lambda y: ss.lfiltic(B, A, y, X[:2]), X[:2])[0], ss.lfiltic(B, A, X[:2], X[:2]), rtol=1e-14)
     np.testing.assert_allclose(tg.vjp(lambda p: ss.sosfilt_zi(p), SOS)[0], ss.sosfilt_zi(SOS), rtol=1e-14)
     y, zf = tg.vjp(lambda s, x, z: ss.sosfilt(s, x, zi=z), SOS, X, np.stack([zi, zi]))[0]
     y0, zf0 = ss.sosfilt(SOS, X, zi=np.stack([zi, zi]))
@@ -158,6 +161,9 @@ OTHER_LINEAR = {
     "resample-down": lambda x: ss.resample(x, 15),
     "resample-up": lambda x: ss.resample(x, 40, window="hann"),
     "resample-even": lambda x: ss.resample(x, 10),
+    "resample_poly": lambda x: ss.resample_poly(x, 3, 2),
+    "resample_poly-mean": lambda x: ss.resample_poly(x, 2, 5, padtype="mean", window=("kaiser", 5.0)),
+    "decimate-fir": lambda x: ss.decimate(x, 2, ftype="fir"),
     "fftconvolve": lambda x: ss.fftconvolve(x, B, mode="same"),
     "oaconvolve": lambda x: ss.oaconvolve(x, np.arange(5.0), mode="valid"),
 }
@@ -227,6 +233,16 @@ def test_convolve2d_and_correlate2d_every_mode_and_boundary(fun, mode, boundary)
     check_grads(lambda a, k: fun(a, k, mode, boundary), (M2 + 1j * M2[::-1], K2 - 0.5j))
 
 
+@pytest.mark.parametrize("up, down", [(1, 1), (2, 1), (3, 2), (1, 5), (2, 5)])
+def test_upfirdn(up, down):
+    for h in (np.array([0.5]), B, rng.standard_normal(8)):
+        f = lambda h, x: ss.upfirdn(h, x, up, down)  # noqa: E731
+        assert np.array_equal(tg.vjp(f, h, X)[0], f(h, X))
+        assert_adjoint(lambda x, h=h: ss.upfirdn(h, x, up=up, down=down), X)
+        check_grads(f, (h, X))
+        check_grads(lambda h, x: ss.upfirdn(h, x, up, down, axis=0), (h, X2.T))
+
+
 # ------------------------------------------------------------------ spectra
 SPECTRA = {
     "welch": lambda x: ss.welch(x, nperseg=8)[1],
@@ -284,8 +300,10 @@ def test_no_tracer_gives_scipys_exact_results_and_nothing_stays_changed():
 def test_clear_errors():
     with pytest.raises(NonDifferentiableArgumentError, match="method='gust'"):
         tg.grad(lambda x: np.sum(ss.filtfilt(B, A, x, method="gust")))(X)
-    with pytest.raises(GradientDroppedError, match="scipy.signal.resample_poly"):
-        tg.grad(lambda x: np.sum(ss.resample_poly(x, 3, 2)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match="mode='symmetric'"):
+        tg.grad(lambda x: np.sum(ss.upfirdn(B, x, 2, 3, mode="symmetric")))(X)
+    with pytest.raises(GradientDroppedError, match="scipy.signal.lsim"):
+        tg.grad(lambda u: np.sum(ss.lsim(([1.0], [1.0, 2.0]), u, np.arange(5.0))[1]))(X[:5])
     with pytest.raises(UnsupportedFunctionError, match="sliding_window_view"):
         tg.grad(lambda x: np.sum(ss.spectrogram(x, nperseg=8)[2]))(X)
     with pytest.raises(ValueError, match="sos\\[:, 3\\] should be all ones"):

@@ -241,6 +241,47 @@ def _lfilter_zi(b, a):
 defcomposite(intercepted(_sig.lfilter_zi), _lfilter_zi)
 
 
+def _lfiltic(b, a, y, x=None):
+    a, b = np.atleast_1d(_as_array(a)), np.atleast_1d(_as_array(b))
+    if np.ndim(a) > 1:
+        raise ValueError("Filter coefficients `a` must be 1-D.")
+    if np.ndim(b) > 1:
+        raise ValueError("Filter coefficients `b` must be 1-D.")
+    n, m = np.shape(a)[0] - 1, np.shape(b)[0] - 1
+    k = max(m, n)
+    y = _as_array(y)
+    if n < 0:
+        raise ValueError("There must be at least one `a` coefficient.")
+    parts = [strip(b), strip(a), strip(y)] + ([] if x is None else [strip(_as_array(x))])
+    dtype = np.result_type(*parts)
+    if dtype.kind in "biu":
+        dtype = np.dtype(np.float64)
+    x = np.zeros(m, dtype=dtype) if x is None else _as_array(x).astype(dtype)
+    if np.size(strip(x)) < m:
+        x = np.concatenate([x, np.zeros(m - np.size(strip(x)))])
+    y = y.astype(dtype)
+    if np.size(strip(y)) < n:
+        y = np.concatenate([y, np.zeros(n - np.size(strip(y)))])
+    # SciPy fills a preallocated state in place; here each entry is a sum, and they are stacked.
+    terms = []
+    for j in range(k):
+        z = np.zeros((), dtype=dtype)
+        if j < m:
+            z = z + np.sum(b[j + 1 :] * x[: m - j], axis=0)
+        if j < n:
+            z = z - np.sum(a[j + 1 :] * y[: n - j], axis=0)
+        terms.append(z)
+    zi = np.stack(terms).astype(dtype) if terms else np.zeros(0, dtype=dtype)
+    if strip(a)[0] != 1.0:
+        if strip(a)[0] == 0.0:
+            raise ValueError("First `a` filter coefficient must be non-zero.")
+        zi = zi / a[0]
+    return zi
+
+
+defcomposite(intercepted(_sig.lfiltic), _lfiltic)
+
+
 def _zi_of(b: Any, a: Any) -> Any:
     """SciPy's own ``lfilter_zi`` for plain coefficients (exact values); the traced composite otherwise."""
     if _traced(b) or _traced(a):
@@ -584,6 +625,36 @@ def _convolve2d_like(correlate: bool):
 
 defcomposite(intercepted(_sig.convolve2d), _convolve2d_like(False), note="every mode and boundary; in in1, in2 and fillvalue")
 defcomposite(intercepted(_sig.correlate2d), _convolve2d_like(True), note="every mode and boundary; in in1, in2 and fillvalue")
+
+
+_sp_upfirdn = _sig.upfirdn
+
+
+def _upfirdn(h, x, up=1, down=1, axis=-1, mode="constant", cval=0):
+    for arg, value in (("up", up), ("down", down), ("axis", axis), ("mode", mode), ("cval", cval)):
+        _constant("upfirdn", arg, value)
+    h, x = _as_array(h), _as_array(x)
+    value = np.asarray(_sp_upfirdn(strip(h), strip(x), up, down, axis, mode, cval))  # SciPy's checks and value
+    if mode != "constant" or cval != 0:
+        raise NonDifferentiableArgumentError(
+            f"scipy.signal.upfirdn(..., mode={mode!r}, cval={cval!r}): tapegrad differentiates the zero-padded "
+            "filter only (mode='constant', cval=0)."
+        )
+    up, down = int(up), int(down)
+    axis = _negative_axis(axis, np.ndim(x))
+    xl = np.moveaxis(x, axis, -1)
+    n = np.shape(xl)[-1]
+    if up > 1:
+        # Zero insertion: each sample followed by up - 1 zeros, the trailing ones dropped.
+        zeros = np.zeros(np.shape(xl) + (up - 1,), dtype=np.result_type(strip(xl)))
+        xl = np.reshape(np.concatenate([xl[..., None], zeros], axis=-1), np.shape(xl)[:-1] + (n * up,))
+        xl = xl[..., : (n - 1) * up + 1]
+    kernel = np.reshape(h, (1,) * (np.ndim(xl) - 1) + (-1,))
+    y = convolve_full_p(xl, kernel, "auto")[..., ::down][..., : np.shape(value)[axis]]
+    return _with_value(value, np.moveaxis(y, -1, axis))
+
+
+defcomposite(intercepted(_sig.upfirdn), _upfirdn, note="mode='constant' (zero padding); in h and x")
 
 
 # ------------------------------------------------------------------ spectra
