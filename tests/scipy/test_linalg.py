@@ -468,6 +468,7 @@ LINEAR = {
     "solve_triangular in b": (lambda x: sl.solve_triangular(A, x.reshape(3, 2), trans="T", lower=True), 6),
     "solve_banded in b": (lambda x: sl.solve_banded((1, 2), _AB, x), 5),
     "solveh_banded in b": (lambda x: sl.solveh_banded(_HB, x), 5),
+    "cho_solve_banded in b": (lambda x: sl.cho_solve_banded((sl.cholesky_banded(_HB), False), x), 5),
     "cho_solve in b": (lambda x: sl.cho_solve(sl.cho_factor(S), x), 3),
     "lu_solve in b": (lambda x: sl.lu_solve(sl.lu_factor(A), x, trans=1), 3),
     "solve_sylvester in q": (lambda x: sl.solve_sylvester(A, S, x.reshape(3, 3)), 9),
@@ -509,3 +510,16 @@ def test_tridiagonal_eigenproblems():
         np.testing.assert_allclose(tg.grad(lambda d, e: np.sum(sl.eigvalsh_tridiagonal(d, e) ** 2), argnums=(0, 1))(d, e)[k],
                                    tg.grad(lambda d, e: np.sum(np.linalg.eigvalsh(dense(d, e)) ** 2), argnums=(0, 1))(d, e)[k],
                                    rtol=1e-10, atol=1e-12)
+
+
+def test_banded_cholesky():
+    n = 5
+    up = np.vstack([0.3 * _u(n), 0.2 * _u(n), 3 + _u(n)])  # upper form, two superdiagonals
+    lo = np.vstack([3 + _u(n), 0.3 * _u(n)])  # lower form, one subdiagonal
+    check_grads(sl.cholesky_banded, (up,))  # the unused corner of the storage is copied through
+    check_grads(lambda ab: sl.cholesky_banded(ab, lower=True), (lo,))
+    check_grads(lambda ab, b: sl.cho_solve_banded((sl.cholesky_banded(ab), False), b), (up, _u(n)))
+    check_grads(lambda ab, b: sl.cho_solve_banded((sl.cholesky_banded(ab, lower=True), True), b), (lo, _u(n, 2)))
+    b5 = _u(n)
+    g = tg.grad(lambda ab: np.sum(sl.cho_solve_banded((sl.cholesky_banded(ab), False), b5) ** 2))(up)
+    np.testing.assert_allclose(g, tg.grad(lambda ab: np.sum(sl.solveh_banded(ab, b5) ** 2))(up), atol=1e-12)

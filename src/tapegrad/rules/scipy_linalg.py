@@ -1245,3 +1245,73 @@ def _eigvalsh_tridiagonal_e(g, ans, d, e, select="a", select_range=None, check_f
 defvjp(intercepted(sl.eigh_tridiagonal), _eigh_tridiagonal_d, _eigh_tridiagonal_e,
        note="through the dense tridiagonal matrix; inf/nan at repeated eigenvalues with vector cotangents")
 defvjp(intercepted(sl.eigvalsh_tridiagonal), _eigvalsh_tridiagonal_d, _eigvalsh_tridiagonal_e)
+
+
+# ---------------------------------------------------------------- banded Cholesky
+def _band_slots(ab: Any, lower: bool) -> tuple:
+    """Row ``i``, column ``j`` and validity of each slot of symmetric banded storage.
+
+    Upper form: ``ab[u + i - j, j] = A[i, j]`` (``i <= j``); lower form: ``ab[i - j, j] = A[i, j]``.
+    """
+    rows, n = np.shape(ab)[-2:]
+    return _band_index(rows, n, 0 if lower else rows - 1)
+
+
+def _band_to_triangle(ab: Any, lower: bool) -> Any:
+    """The dense triangle stored in ``ab`` (zeros elsewhere), gathered so that a tracer follows."""
+    rows, n = np.shape(ab)[-2:]
+    i = np.arange(n)[:, None]
+    j = np.arange(n)[None, :]
+    r = (i - j) if lower else (rows - 1 + i - j)
+    valid = (r >= 0) & (r < rows)
+    return np.where(valid, ab[..., np.where(valid, r, 0), np.broadcast_to(j, (n, n))], 0)
+
+
+def _triangle_to_band(m: Any, ab: Any, lower: bool) -> Any:
+    """The entries of the dense ``m`` at the slots of ``ab``'s storage (0 at unused slots)."""
+    i, j, valid = _band_slots(ab, lower)
+    return np.where(valid, m[..., i, j], 0)
+
+
+def _cholesky_banded_vjp(g, ans, ab, overwrite_ab=False, lower=False, check_finite=True):
+    _real_only("cholesky_banded", ab)
+    if np.ndim(ab) != 2:
+        raise _refuse("cholesky_banded", "a batch of banded matrices (call it once per matrix).")
+    factor = _band_to_triangle(ans, lower)
+    g_factor = _band_to_triangle(g, lower)
+    grad = _triangle_to_band(_onto_triangle(_cholesky_cotangent(factor, g_factor, lower), lower), ab, lower)
+    # LAPACK leaves the unused corner of the storage as it was: SciPy returns those entries of ab.
+    _, _, valid = _band_slots(ab, lower)
+    return grad + np.where(valid, 0, g)
+
+
+defvjp(intercepted(sl.cholesky_banded), _cholesky_banded_vjp, note="real input; through the dense factor")
+
+
+def _cho_solve_banded_parts(cb_and_lower, b, g):
+    cb, lower = cb_and_lower
+    if np.ndim(cb) != 2:
+        raise _refuse("cho_solve_banded", "a batch of banded factors (call it once per matrix).")
+    vector = np.ndim(b) == 1
+    cols, moved = _as_columns(g, np.shape(cb)[-1], 1 if vector else 2)
+    gb = sl.cho_solve_banded((cb, lower), cols)  # A is symmetric: its own transpose
+    return bool(lower), vector, _from_columns(gb, moved, 1 if vector else 2)
+
+
+def _cho_solve_banded_cb(g, ans, cb_and_lower, b, overwrite_b=False, check_finite=True):
+    _real_only("cho_solve_banded", cb_and_lower[0], b)
+    lower, vector, gb = _cho_solve_banded_parts(cb_and_lower, b, g)
+    ga = _outer_grad(gb, ans, vector)
+    sym = ga + _T(ga)
+    factor = _band_to_triangle(cb_and_lower[0], lower)
+    # A = L L^T (lower) or U^T U (upper), as in cho_solve.
+    g_factor = sym @ factor if lower else factor @ sym
+    return [_triangle_to_band(g_factor, cb_and_lower[0], lower), None]
+
+
+def _cho_solve_banded_b(g, ans, cb_and_lower, b, overwrite_b=False, check_finite=True):
+    _real_only("cho_solve_banded", cb_and_lower[0], b)
+    return _cho_solve_banded_parts(cb_and_lower, b, g)[2]
+
+
+defvjp(intercepted(sl.cho_solve_banded), _cho_solve_banded_cb, _cho_solve_banded_b, note="real input")
