@@ -523,3 +523,14 @@ def test_banded_cholesky():
     b5 = _u(n)
     g = tg.grad(lambda ab: np.sum(sl.cho_solve_banded((sl.cholesky_banded(ab), False), b5) ** 2))(up)
     np.testing.assert_allclose(g, tg.grad(lambda ab: np.sum(sl.solveh_banded(ab, b5) ** 2))(up), atol=1e-12)
+
+
+@pytest.mark.parametrize("a", [A, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_rq(a):
+    check_grads(lambda a: sl.rq(a, mode="economic"), (a,))
+    check_grads(lambda a: sl.rq(a, mode="r"), (a,))
+    m, n = a.shape
+    check_grads(lambda a: (sl.rq(a)[0], sl.rq(a)[1][max(n - m, 0):]), (a,))  # full: the unique rows of Q
+    if m < n:
+        with pytest.raises(tg.NonDifferentiableArgumentError, match="mode='economic'"):
+            tg.grad(lambda a: np.sum(sl.rq(a)[1]))(a)

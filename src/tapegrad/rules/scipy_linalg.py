@@ -1315,3 +1315,36 @@ def _cho_solve_banded_b(g, ans, cb_and_lower, b, overwrite_b=False, check_finite
 
 
 defvjp(intercepted(sl.cho_solve_banded), _cho_solve_banded_cb, _cho_solve_banded_b, note="real input")
+
+
+# ---------------------------------------------------------------- RQ
+def _rq_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", check_finite=True):
+    """``A = R Q`` is a QR decomposition of ``B = A^T J`` (``J`` reverses the order):
+    ``B = (Q^T J) (J R^T J)``, so the QR rule gives the cotangent of ``B`` and ``A = J B^T``.
+    """
+    _real_only("rq", a)
+    if mode == "raw":
+        raise _refuse("rq", "mode='raw'; use mode='economic'.")
+    m, n = np.shape(a)[-2:]
+    if mode == "r":
+        r, gr = ans, g
+        r_e, gr_e = (r[..., :, n - m:], gr[..., :, n - m:]) if m < n else (r, gr)
+        # Q from SciPy's R: the last min(m, n) rows of A = R Q.
+        rows = min(m, n)
+        q_e = np.linalg.solve(r_e[..., m - rows:, :], a[..., m - rows:, :])
+        gq_e = np.zeros(np.shape(gr)[:-2] + np.shape(q_e)[-2:], dtype=np.result_type(gr))
+    else:
+        (r, q), (gr, gq) = ans, g
+        r_e, q_e, gr_e, gq_e = r, q, gr, gq
+        if mode == "full" and m < n:
+            if np.any(strip(gq)[..., : n - m, :]):
+                raise _refuse("rq", "a cotangent on the extra rows of Q in mode='full' (they are not unique); "
+                                    "use mode='economic'.")
+            r_e, q_e, gr_e, gq_e = r[..., :, n - m:], q[..., n - m:, :], gr[..., :, n - m:], gq[..., n - m:, :]
+    q1, r1 = _T(q_e)[..., ::-1], _T(r_e)[..., ::-1, ::-1]
+    gq1, gr1 = _T(gq_e)[..., ::-1], _T(gr_e)[..., ::-1, ::-1]
+    gb = _qr_thin(q1, r1, gq1, gr1, _T(a)[..., ::-1])
+    return _T(gb)[..., ::-1, :]
+
+
+defvjp(intercepted(sl.rq), _rq_vjp, note="real input; modes 'economic', 'r', 'full' (unique rows only)")
