@@ -534,3 +534,15 @@ def test_rq(a):
     if m < n:
         with pytest.raises(tg.NonDifferentiableArgumentError, match="mode='economic'"):
             tg.grad(lambda a: np.sum(sl.rq(a)[1]))(a)
+
+
+@pytest.mark.parametrize("f", [sl.solve_continuous_are, sl.solve_discrete_are], ids=lambda f: f.__name__)
+def test_riccati_equations(f):
+    n, m = 3, 2
+    # SciPy accepts symmetric q and r only: they are built symmetric from free matrices.
+    check_grads(lambda a, b, y, w: f(a, b, y @ y.T + np.eye(n), w @ w.T + 2 * np.eye(m)),
+                (0.5 * _u(n, n), _u(n, m), _u(n, n), _u(m, m)))
+    g = tg.grad(lambda q: np.sum(f(0.5 * A, B, q, np.eye(2))))(S)
+    np.testing.assert_allclose(g, g.T, atol=1e-14)  # the gradient in q is symmetric
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="generalized"):
+        tg.grad(lambda a: np.sum(f(a, B, S, np.eye(2), e=np.eye(3))))(0.5 * A)

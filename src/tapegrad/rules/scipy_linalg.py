@@ -1348,3 +1348,60 @@ def _rq_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", check_finite=
 
 
 defvjp(intercepted(sl.rq), _rq_vjp, note="real input; modes 'economic', 'r', 'full' (unique rows only)")
+
+
+# ---------------------------------------------------------------- algebraic Riccati equations
+def _riccati_check(name, a, b, q, r, e, s):
+    _real_only(name, a, b, q, r)
+    if e is not None or s is not None:
+        raise _refuse(name, "the generalized form (e= or s=); only e=None, s=None is differentiated.")
+
+
+def _care_grads(g, x, a, b, q, r):
+    """Cotangents of ``A^T X + X A - X G X + Q = 0``, ``G = B R^-1 B^T``.
+
+    With ``Acl = A - G X`` the tangent solves ``Acl^T dX + dX Acl = -W``
+    (``W = dA^T X + X dA - X dG X + dQ``); ``Z`` solves the adjoint equation
+    ``Acl Z + Z Acl^T = gX``, and ``gQ = -Z``, ``gA = -X (Z + Z^T)``,
+    ``gG = X Z X``, from which ``gB`` and ``gR`` follow through ``G``.
+    """
+    r_inv = np.linalg.inv(r)
+    closed = a - (b @ r_inv) @ (_T(b) @ x)
+    z = sl.solve_continuous_lyapunov(closed, g)
+    g_g = (x @ z) @ x
+    g_b = g_g @ (b @ _T(r_inv)) + _T(g_g) @ (b @ r_inv)
+    g_rinv = (_T(b) @ g_g) @ b
+    g_r = -((_T(r_inv) @ g_rinv) @ _T(r_inv))
+    return -(x @ (z + _T(z))), g_b, -z, g_r
+
+
+def _dare_grads(g, x, a, b, q, r):
+    """Cotangents of ``X = A^T X A - A^T X B (R + B^T X B)^-1 B^T X A + Q``.
+
+    With the gain ``K = (R + B^T X B)^-1 B^T X A`` and ``Acl = A - B K`` (the
+    terms in ``dK`` vanish: ``K`` is optimal), ``dX - Acl^T dX Acl =
+    D^T X Acl + Acl^T X D + K^T dR K + dQ`` with ``D = dA - dB K``; ``Z``
+    solves ``Z - Acl Z Acl^T = gX``.
+    """
+    gain = np.linalg.solve(r + (_T(b) @ x) @ b, (_T(b) @ x) @ a)
+    closed = a - b @ gain
+    z = sl.solve_discrete_lyapunov(closed, g)
+    g_d = (x @ closed) @ (z + _T(z))
+    return g_d, -(g_d @ _T(gain)), z, (gain @ z) @ _T(gain)
+
+
+def _riccati_rule(fun, grads, k):
+    name = fun.__name__
+
+    def vjp(g, ans, a, b, q, r, e=None, s=None, balanced=True):
+        _riccati_check(name, a, b, q, r, e, s)
+        out = grads(g, ans, a, b, q, r)[k]
+        # SciPy accepts symmetric q and r only: their gradients are the symmetric ones.
+        return 0.5 * (out + _T(out)) if k >= 2 else out
+
+    return vjp
+
+
+for _fun, _grads in ((sl.solve_continuous_are, _care_grads), (sl.solve_discrete_are, _dare_grads)):
+    defvjp(intercepted(_fun), *[_riccati_rule(_fun, _grads, k) for k in range(4)],
+           note="real input, e=None and s=None; through the closed-loop Lyapunov equation")
