@@ -42,7 +42,7 @@ import scipy.optimize
 import scipy.signal
 import scipy.special
 import scipy.stats
-from scipy.interpolate import CubicSpline, make_interp_spline
+from scipy.interpolate import CubicSpline, PchipInterpolator, RegularGridInterpolator, interp1d, make_interp_spline
 from scipy.spatial.transform import RigidTransform, Rotation
 
 import tapegrad as tg
@@ -93,6 +93,15 @@ def _spd(a):
     """A symmetric positive definite matrix built from ``a`` (so its derivative is exercised)."""
     xp = _xp(a)
     return a @ xp.matrix_transpose(a) + 3.0 * xp.eye(a.shape[-1])
+
+
+def _dist_call(name: str, method: str) -> Callable[..., Any]:
+    """``scipy.stats.<name>.<method>(x, *params)``, looked up at call time."""
+
+    def call(x: Any, *params: Any) -> Any:
+        return getattr(getattr(st, name), method)(x, *params)
+
+    return call
 
 
 def _knots(y):
@@ -247,6 +256,70 @@ CASES = [
     # ------------------------------------------------------------------ interpolate
     Case("interpolate", "CubicSpline", lambda y: CubicSpline(_knots(y), y)(1.7), (_u(5),)),
     Case("interpolate", "make_interp_spline", lambda y: make_interp_spline(_knots(y), y, k=3)(1.7), (_u(5),)),
+    # ------------------------------------------------------------------ through SciPy's door
+    # (tapegrad.interception: rules keyed by SciPy's own functions and methods)
+    *[
+        Case("stats", f"{name}.{method}", _dist_call(name, method), args, tol)
+        for name, method, args, tol in (
+            ("norm", "logpdf", (_u(5), np.array(0.3), np.array(1.4)), {}),
+            ("norm", "cdf", (_u(5), np.array(-0.2), np.array(0.8)), {}),
+            ("norm", "ppf", (_u(4, lo=0.1, hi=0.9), np.array(0.5), np.array(2.0)), {}),
+            ("t", "logpdf", (_u(5), np.array(4.5)), {}),
+            ("gamma", "logpdf", (_pos(5), np.array(2.5)), {}),
+            ("gamma", "cdf", (_pos(5), np.array(1.8)), {}),
+            ("beta", "logpdf", (_u(5, lo=0.1, hi=0.9), np.array(2.0), np.array(3.0)), {}),
+            ("lognorm", "pdf", (_pos(5), np.array(0.7)), {}),
+            ("expon", "logsf", (_pos(5), np.array(0.1), np.array(1.5)), {}),
+            ("weibull_min", "logpdf", (_pos(5), np.array(1.7)), {}),
+            ("cauchy", "isf", (_u(4, lo=0.1, hi=0.9),), {}),
+            ("laplace", "logcdf", (_u(5),), {}),
+            ("logistic", "logpdf", (_u(5), np.array(0.2), np.array(1.3)), {}),
+        )
+    ],
+    Case("stats", "t.sf(x)", lambda x: st.t.sf(x, 3.5), (_u(5),)),
+    Case("stats", "poisson.logpmf(mu)", lambda mu: st.poisson.logpmf(np.array([0.0, 1.0, 3.0, 6.0]), mu), (np.array(2.7),)),
+    Case("stats", "binom.pmf(p)", lambda p: st.binom.pmf(np.array([0.0, 2.0, 5.0]), 6, p), (np.array(0.35),)),
+    Case("stats", "nbinom.logpmf(p)", lambda p: st.nbinom.logpmf(np.array([0.0, 2.0, 5.0]), 3.5, p), (np.array(0.4),)),
+    Case("stats", "norm(loc, scale).logpdf (frozen)", lambda x, m, s: st.norm(m, s).logpdf(x), (_u(5), np.array(0.1), np.array(1.2))),
+    Case("stats", "gamma(a, scale=s).logpdf (frozen)", lambda x, a, s: st.gamma(a, scale=s).logpdf(x), (_pos(5), np.array(2.2), np.array(1.3))),
+    Case("stats", "multivariate_normal.logpdf", lambda x, m, a: st.multivariate_normal.logpdf(x, m, _spd(a)), (_u(4, 3), _u(3), _u(3, 3))),
+    Case("stats", "multivariate_normal(mean, cov).pdf", lambda x, m: st.multivariate_normal(m, np.eye(3) * 1.5).pdf(x), (_u(2, 3), _u(3))),
+    Case("stats", "dirichlet.logpdf", lambda a: st.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), a), (_pos(3),)),
+    Case("stats", "multivariate_t.logpdf", lambda x, m: st.multivariate_t.logpdf(x, m, np.eye(2), df=4.0), (_u(3, 2), _u(2))),
+    Case("ndimage", "gaussian_filter(mode='constant')", lambda x: nd.gaussian_filter(x, 0.8, mode="constant"), (_u(5, 6),)),
+    Case("ndimage", "correlate1d(weights)", lambda x, w: nd.correlate1d(x, w, mode="wrap"), (_u(7), _u(3))),
+    Case("ndimage", "convolve(mirror)", lambda x, w: nd.convolve(x, w, mode="mirror"), (_u(4, 5), _u(2, 2))),
+    Case("ndimage", "sobel", lambda x: nd.sobel(x, axis=0), (_u(5, 5),)),
+    Case("ndimage", "laplace", nd.laplace, (_u(5, 5),)),
+    Case("ndimage", "zoom", lambda x: nd.zoom(x, 1.5, order=3), (_u(4, 4),)),
+    Case("ndimage", "map_coordinates", lambda x, c: nd.map_coordinates(x, c, order=3), (_u(6, 6), _pos(2, 4, lo=1.0, hi=4.0))),
+    Case("signal", "sosfilt", lambda x: sg.sosfilt(np.array([[0.2, 0.1, 0.05, 1.0, -0.3, 0.1]]), x), (_u(12),)),
+    Case("signal", "lfilter(a)", lambda a, x: sg.lfilter(np.array([1.0, 0.5]), a, x), (np.array([1.0, -0.4, 0.1]), _u(10))),
+    Case("signal", "welch", lambda x: sg.welch(x, nperseg=8)[1], (_u(32),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("signal", "resample", lambda x: sg.resample(x, 12), (_u(8),)),
+    Case("fft", "dct(type=2, norm='ortho')", lambda x: scipy.fft.dct(x, norm="ortho"), (_u(8),)),
+    Case("fft", "idstn", lambda x: scipy.fft.idstn(x, type=3), (_u(4, 5),)),
+    Case("fft", "rfft (scipy)", lambda x: scipy.fft.rfft(x).real, (_u(8),)),
+    Case("interpolate", "interp1d(kind='cubic')", lambda y, q: interp1d(np.arange(6.0), y, kind="cubic")(q), (_u(6), _pos(3, lo=0.5, hi=4.5))),
+    Case("interpolate", "RegularGridInterpolator", lambda v, p: RegularGridInterpolator((np.arange(4.0), np.arange(5.0)), v)(p), (_u(4, 5), _pos(3, 2, lo=0.2, hi=2.8))),
+    Case("interpolate", "PchipInterpolator", lambda y: PchipInterpolator(np.arange(6.0), y)(np.array([0.5, 2.2, 4.9])), (np.cumsum(_pos(6)),)),
+    Case("interpolate", "CubicSpline(query points)", lambda q: CubicSpline(np.arange(6.0), np.sin(np.arange(6.0)))(q), (_pos(4, lo=0.2, hi=4.8),)),
+    Case("linalg", "expm_frechet", lambda a, e: scipy.linalg.expm_frechet(a, e, compute_expm=False), (_u(3, 3) * 0.5, _u(3, 3))),
+    Case("linalg", "sqrtm", lambda a: scipy.linalg.sqrtm(_spd(a)), (_u(3, 3),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("linalg", "logm", lambda a: scipy.linalg.logm(_spd(a)), (_u(3, 3),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("linalg", "cho_solve(cho_factor)", lambda a, b: scipy.linalg.cho_solve(scipy.linalg.cho_factor(_spd(a)), b), (_u(3, 3), _u(3))),
+    Case("linalg", "lu_solve(lu_factor)", lambda a, b: scipy.linalg.lu_solve(scipy.linalg.lu_factor(_spd(a)), b), (_u(3, 3), _u(3))),
+    Case("linalg", "solve_triangular", lambda a, b: scipy.linalg.solve_triangular(_spd(a), b, lower=True), (_u(3, 3), _u(3))),
+    Case("linalg", "eigh", lambda a: scipy.linalg.eigh(_spd(a))[0], (_u(3, 3),)),
+    Case("linalg", "solve_sylvester", lambda a, q: scipy.linalg.solve_sylvester(_spd(a), _spd(a), q), (_u(3, 3), _u(3, 3))),
+    Case("linalg", "solve_continuous_lyapunov", lambda a, q: scipy.linalg.solve_continuous_lyapunov(-_spd(a), q), (_u(3, 3), _u(3, 3))),
+    Case("spatial.transform", "Rotation.from_rotvec.apply (door)", lambda v, p: Rotation.from_rotvec(v).apply(p), (_u(3), _u(2, 3))),
+    Case("integrate", "solve_ivp (closure)", lambda k: scipy.integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), rtol=1e-10, atol=1e-12).y[:, -1], (_pos(2),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("integrate", "odeint", lambda y0: scipy.integrate.odeint(lambda y, t: -0.5 * y, y0, np.array([0.0, 1.0]), rtol=1e-10, atol=1e-12)[-1], (_pos(2),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("integrate", "quad", lambda a: scipy.integrate.quad(lambda t: np.exp(-a * t * t), 0.0, 1.0)[0], (_pos(1).reshape(()),), {"rtol": 1e-6, "atol": 1e-8}),
+    Case("optimize", "brentq", lambda p: scipy.optimize.brentq(lambda x: x**3 + p * x - 1.0, 0.0, 2.0, xtol=1e-14), (_pos(1).reshape(()),), {"rtol": 1e-5, "atol": 1e-7}),
+    Case("optimize", "minimize", lambda p: scipy.optimize.minimize(lambda x: np.sum((x - p) ** 2) + np.sum(x**4), np.zeros(2), method="BFGS", options={"gtol": 1e-12}).x, (_u(2),), {"rtol": 1e-4, "atol": 1e-6}),
+    Case("optimize", "curve_fit", lambda y: scipy.optimize.curve_fit(lambda t, a, b: a * np.exp(-b * t), np.linspace(0, 2, 6), y, p0=[1.0, 1.0])[0], (np.exp(-0.7 * np.linspace(0, 2, 6)) * 1.3 + _u(6) * 0.01,), {"rtol": 1e-4, "atol": 1e-6}),
 ]
 
 
