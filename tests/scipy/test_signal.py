@@ -251,13 +251,18 @@ SPECTRA = {
     "periodogram-2d": lambda x: ss.periodogram(x, window="hann", axis=-1, nfft=30)[1],
     "csd": lambda x: ss.csd(x, x[::-1], nperseg=8, return_onesided=False)[1].imag,
     "ShortTimeFFT.spectrogram": lambda x: ss.ShortTimeFFT(ss.windows.hann(8), 3, 1.0).spectrogram(x),
+    "welch-odd-hop": lambda x: ss.welch(x, nperseg=7, noverlap=2, nfft=12, detrend="linear")[1],
+    "welch-callable-detrend-2d": lambda x: ss.welch(x, nperseg=8, detrend=lambda s: s - s[..., :1], axis=-1)[1],
+    "welch-2d-axis0": lambda x: ss.welch(x, window=("tukey", 0.3), nperseg=6, axis=0)[1],
+    "csd-complex": lambda x: np.abs(ss.csd(x + 1j * x[::-1], x, nperseg=8)[1]),
+    "stft": lambda x: np.abs(ss.ShortTimeFFT.from_window("hann", 1.0, 8, 4).stft(x, p0=0, p1=7)) ** 2,
 }
 
 
 @pytest.mark.parametrize("name", sorted(SPECTRA))
 def test_spectra_first_and_second_order(name):
     f = SPECTRA[name]
-    x = X2 if name.endswith("2d") else X
+    x = X2 if name.endswith("2d") else X2.T.copy() if "axis0" in name else X
     out = tg.vjp(f, x)[0]
     np.testing.assert_allclose(out, f(x), rtol=1e-12, atol=1e-15)
     check_grads(f, (x,))

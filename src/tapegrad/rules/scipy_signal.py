@@ -676,19 +676,44 @@ def _stft_detrend(self, x, detr, p0=None, p1=None, *, k_offset=0, padding="zeros
     if np.ndim(x) > 1:
         x = np.moveaxis(x, axis, -1)
     p0, p1 = self.p_range(n, p0, p1)
-    columns = []
-    for x_ in self._x_slices(x, k_offset, p0, p1, padding):
-        if detr is not None:
-            x_ = detr(x_)
-        columns.append(self._fft_func(x_ * self.win.conj()))
-    if not columns:
+    if p1 <= p0:
         s = np.zeros(np.shape(x)[:-1] + (self.f_pts, 0), dtype=complex)
+    elif (detr is None or isinstance(detr, partial)) and self.phase_shift is None and padding == "zeros":
+        # All segments at once (a few recorded calls instead of a few per segment); a callable
+        # detrend is still given one segment at a time, as SciPy gives it.
+        segments = _segments(x, self.m_num, self.m_num_mid, self.hop, k_offset, p0, p1)
+        if detr is not None:
+            segments = detr(segments)
+        s = np.swapaxes(self._fft_func(segments * self.win.conj()), -1, -2).astype(complex)
     else:
+        columns = []
+        for x_ in self._x_slices(x, k_offset, p0, p1, padding):
+            if detr is not None:
+                x_ = detr(x_)
+            columns.append(self._fft_func(x_ * self.win.conj()))
         # SciPy writes each segment into a complex128 array; stacking records the same values.
         s = np.stack(columns, axis=-1).astype(complex)
     if np.ndim(x) > 1:
         return np.moveaxis(s, -2, axis if axis >= 0 else axis - 1)
     return s
+
+
+def _segments(x: Any, m_num: int, m_num_mid: int, hop: int, k_offset: int, p0: int, p1: int) -> Any:
+    """The zero-padded segments ``p0 .. p1 - 1`` of ``x`` (last axis), stacked: ``(..., p1 - p0, m_num)``."""
+    n, count = np.shape(x)[-1], p1 - p0
+    k0 = p0 * hop - m_num_mid + k_offset
+    k1 = k0 + count * hop + m_num
+    part = x[..., max(k0, 0) : min(k1, n)]
+    before, after = -min(k0, 0), max(k1 - n, 0)
+    if before or after:  # zeros by concatenation: its VJP is a slice
+        zeros = np.zeros(np.shape(part)[:-1] + (1,), dtype=np.result_type(strip(part)))
+        part = np.concatenate([np.repeat(zeros, before, axis=-1), part, np.repeat(zeros, after, axis=-1)], axis=-1)
+    if m_num % hop == 0:
+        # Segments made of whole hops: r shifted views of the signal cut into hops.
+        r = m_num // hop
+        blocks = np.reshape(part[..., : (count + r - 1) * hop], np.shape(part)[:-1] + (count + r - 1, hop))
+        return np.concatenate([blocks[..., j : j + count, :] for j in range(r)], axis=-1)
+    return np.stack([part[..., p * hop : p * hop + m_num] for p in range(count)], axis=-2)
 
 
 defcomposite(
