@@ -339,6 +339,106 @@ def test_minimize_nonlinear_constraint_on_a_circle_second_order():
                        rtol=1e-4, atol=1e-5)
 
 
+# ---------------------------------------------------------------------- other minimizers
+def quartic_argmin_derivatives(a):
+    """argmin (x - a)^2 + x^4 / 4 solves 2 (x - a) + x^3 = 0: the first two derivatives in a."""
+    x = np.roots([1.0, 0.0, 2.0, -2.0 * a])
+    x = float(np.real(x[np.abs(np.imag(x)) < 1e-12][0]))
+    d1 = 2.0 / (2.0 + 3 * x * x)
+    return x, d1, -6 * x * d1**2 / (2.0 + 3 * x * x)
+
+
+def quartic(x, a):
+    return (x - a) ** 2 + x**4 / 4
+
+
+SCALAR_MINIMIZERS = {
+    "minimize_scalar-brent": lambda a: so.minimize_scalar(quartic, args=(a,), tol=1e-12).x,
+    "minimize_scalar-golden": lambda a: so.minimize_scalar(quartic, args=(a,), method="golden", tol=1e-12).x,
+    "minimize_scalar-bounded": lambda a: so.minimize_scalar(lambda x: quartic(x, a), bounds=(-3.0, 3.0),
+                                                            options=dict(xatol=1e-12)).x,
+    "brent": lambda a: so.brent(lambda x: quartic(x, a), tol=1e-12),
+    "golden": lambda a: so.golden(quartic, args=(a,), tol=1e-12),
+    "fminbound": lambda a: so.fminbound(lambda x: quartic(x, a), -3.0, 3.0, xtol=1e-12),
+}
+
+
+@pytest.mark.parametrize("name", list(SCALAR_MINIMIZERS))
+def test_scalar_minimizers_closed_form_first_and_second_order(name):
+    # before these rules, a traced closure gave a silent zero gradient here
+    f = SCALAR_MINIMIZERS[name]
+    x, d1, d2 = quartic_argmin_derivatives(0.7)
+    assert np.isclose(f(0.7), x, rtol=1e-7)
+    assert np.isclose(tg.grad(f)(0.7), d1, rtol=1e-6)
+    assert np.isclose(tg.hessian(f)(0.7), d2, rtol=1e-5)
+
+
+def test_bounded_scalar_minimum_on_the_bound_follows_it():
+    def argmin(a, hi):  # the unconstrained minimum a lies beyond hi
+        return so.minimize_scalar(lambda x: (x - a) ** 2, bounds=(0.0, hi), method="bounded").x
+
+    ga, ghi = tg.grad(argmin, argnums=(0, 1))(2.0, 1.0)
+    assert ga == 0.0 and ghi == 1.0
+
+
+def vector_quartic(x, a):
+    return np.sum((x - a) ** 2) + np.sum(x**4) / 4
+
+
+LEGACY = {
+    "fmin": lambda a: so.fmin(vector_quartic, np.zeros(2), args=(a,), xtol=1e-12, ftol=1e-14, disp=0),
+    "fmin_powell": lambda a: so.fmin_powell(vector_quartic, np.zeros(2), args=(a,), xtol=1e-12, ftol=1e-14,
+                                            disp=0),
+    "fmin_bfgs": lambda a: so.fmin_bfgs(lambda x: vector_quartic(x, a), np.zeros(2), gtol=1e-12, disp=0),
+    "fmin_cg": lambda a: so.fmin_cg(vector_quartic, np.zeros(2), args=(a,), gtol=1e-12, disp=0),
+    "fmin_ncg": lambda a: so.fmin_ncg(vector_quartic, np.zeros(2), lambda x, a: 2 * (x - a) + x**3, args=(a,),
+                                      avextol=1e-14, disp=0),
+    "fmin_l_bfgs_b": lambda a: so.fmin_l_bfgs_b(vector_quartic, np.zeros(2), args=(a,), approx_grad=True,
+                                                pgtol=1e-12, factr=10)[0],
+    "fmin_tnc": lambda a: so.fmin_tnc(vector_quartic, np.zeros(2), args=(a,), approx_grad=True,
+                                      messages=0, pgtol=1e-12)[0],
+    "fmin_slsqp": lambda a: so.fmin_slsqp(vector_quartic, np.zeros(2), args=(a,), acc=1e-14, iprint=0),
+    "leastsq": lambda a: so.leastsq(lambda x: np.concatenate([x - a, x**2 / 2]), np.zeros(2),
+                                    xtol=1e-15, ftol=1e-15)[0],
+    "differential_evolution": lambda a: so.differential_evolution(vector_quartic, [(-2, 2), (-2, 2)], args=(a,),
+                                                                  rng=0, tol=1e-10).x,
+    "shgo": lambda a: so.shgo(vector_quartic, [(-2, 2), (-2, 2)], args=(a,),
+                              minimizer_kwargs=dict(options=dict(ftol=1e-14))).x,
+    "dual_annealing": lambda a: so.dual_annealing(vector_quartic, [(-2, 2), (-2, 2)], args=(a,), rng=0,
+                                                  maxiter=30).x,
+    "dual_annealing-no-local-search": lambda a: so.dual_annealing(lambda x: vector_quartic(x, a), [(-2, 2), (-2, 2)],
+                                                                  rng=0, maxiter=300, no_local_search=True).x,
+    "basinhopping": lambda a: so.basinhopping(vector_quartic, np.zeros(2), niter=3, rng=0,
+                                              minimizer_kwargs=dict(args=(a,))).x,
+    "direct": lambda a: so.direct(vector_quartic, [(-2, 2), (-2, 2)], args=(a,), eps=1e-8, vol_tol=1e-30,
+                                  len_tol=1e-12, maxfun=20000).x,
+}
+
+
+@pytest.mark.parametrize("name", list(LEGACY))
+def test_legacy_and_global_minimizers_closed_form(name):
+    f = LEGACY[name]
+    a = np.array([0.7, -0.4])
+    xs, d1s = zip(*[quartic_argmin_derivatives(v)[:2] for v in a])
+    # DIRECT only brackets the minimum; TNC and DE's L-BFGS-B polish stop near 1e-6
+    rtol = {"direct": 1e-3, "dual_annealing-no-local-search": 5e-2, "fmin_tnc": 1e-5, "differential_evolution": 1e-5}.get(name, 1e-6)
+    x = f(a)
+    assert np.allclose(x, xs, rtol=rtol)
+    if name == "dual_annealing-no-local-search":
+        # a rough minimum: the derivative is that of the point found, 2 / (2 + 3 x^2) there
+        d1s, rtol = 2.0 / (2.0 + 3 * x * x), 1e-10
+    assert np.allclose(tg.jacobian(f)(a), np.diag(d1s), rtol=rtol, atol=rtol * 1e-2)
+
+
+def test_fixed_point_implicit():
+    def fp(a):  # x = a cos x
+        return so.fixed_point(lambda x, a: a * np.cos(x), 0.5, args=(a,), xtol=1e-14)
+
+    x = fp(1.0)
+    assert np.isclose(tg.grad(fp)(1.0), np.cos(x) / (1 + np.sin(x)), rtol=1e-10)
+    assert np.isclose(tg.hessian(fp)(1.0), fd(lambda s: tg.grad(fp)(s), 1.0), rtol=1e-6)
+
+
 # ---------------------------------------------------------------------- fits
 X = np.linspace(0.0, 2.0, 9)
 Y = 2.0 * np.exp(-0.8 * X) + 0.05 * np.sin(7 * X)  # a model error: residuals do not vanish

@@ -456,3 +456,266 @@ def _curve_fit(*args: Any, **kwargs: Any) -> Any:
 
 
 defcomposite(intercepted(_opt.curve_fit, route_all=True), _curve_fit)
+
+
+# ---------------------------------------------------------------------- scalar minimizers
+def _scalar_argmin(call: Call, objective: Callable[[Any], Any], x_star: Any, bounds: Any = None) -> Any:
+    """The traced minimizer of a function of one variable (``bounds``: ``(lo, hi)`` or ``None``).
+
+    Bounded scalar methods stop a tolerance away from a bound rather than on it: a
+    minimum whose slope still points out of the interval, that close to the bound,
+    is the bound's.
+    """
+    if bounds is not None:
+        lo, hi = bounds[0], bounds[1]
+        x0 = float(np.asarray(strip_tree(x_star)))
+        with call.quiet():
+            slope = float(np.asarray(strip(grad(objective)(np.float64(x0)))))
+            curvature = float(np.asarray(strip(hessian(objective)(np.float64(x0)))))
+        width = abs(float(strip(hi)) - float(strip(lo)))
+        for bound, outward in ((lo, slope > 0), (hi, slope < 0)):
+            near = abs(x0 - float(strip(bound))) <= 1e-3 * width
+            # stationary would need |slope| <~ curvature * distance; a larger slope means the
+            # minimum is the bound itself (the method stopped on its way to it)
+            if near and outward and abs(slope) > 10 * abs(curvature) * abs(x0 - float(strip(bound))) + 1e-12:
+                return tie(x_star, bound) if levels_of(bound) else x_star
+    return _argmin(call, objective, x_star)
+
+
+def _minimize_scalar(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.minimize_scalar, args, kwargs, ("fun",))
+    out = call.run()
+    if not call.traced:
+        return out
+    fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
+
+    def objective(x: Any) -> Any:
+        return fun(x, *fargs)
+
+    bounds = call.get("bounds")
+    method = call.get("method")
+    bounded = bounds is not None and (method is None or str(method).lower() == "bounded")
+    out.x = _scalar_argmin(call, objective, out.x, bounds if bounded else None)
+    out.fun = tie(out.fun, objective(out.x))
+    return out
+
+
+defcomposite(intercepted(_opt.minimize_scalar, route_all=True), _minimize_scalar)
+
+
+def _scalar_legacy(key: Any, bounds_names: Any = None) -> Callable[..., Any]:
+    """brent, golden, fminbound: ``xmin`` or, with full_output, ``(xmin, fval, ...)``."""
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        call = Call(key, args, kwargs, ("func",))
+        out = call.run()
+        if not call.traced:
+            return out
+        func, fargs = call.get("func"), _args_tuple(call.get("args"))
+
+        def objective(x: Any) -> Any:
+            return func(x, *fargs)
+
+        bounds = None if bounds_names is None else tuple(call.get(n) for n in bounds_names)
+        full = bool(call.get("full_output"))
+        x = _scalar_argmin(call, objective, out[0] if full else out, bounds)
+        if full:
+            return (x, tie(out[1], objective(x))) + tuple(out[2:])
+        return x
+
+    return impl
+
+
+defcomposite(intercepted(_opt.brent, route_all=True), _scalar_legacy(_opt.brent))
+defcomposite(intercepted(_opt.golden, route_all=True), _scalar_legacy(_opt.golden))
+defcomposite(intercepted(_opt.fminbound, route_all=True), _scalar_legacy(_opt.fminbound, ("x1", "x2")))
+
+
+# ---------------------------------------------------------------------- legacy interfaces
+def _leastsq(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.leastsq, args, kwargs, ("func", "Dfun"))
+    out = call.run()
+    if not call.traced:
+        return out
+    func, fargs = call.get("func"), _args_tuple(call.get("args"))
+
+    def residuals(x: Any) -> Any:
+        return np.reshape(as_array(func(x, *fargs)), (-1,))
+
+    def cost(x: Any) -> Any:
+        r = residuals(x)
+        return 0.5 * np.sum(r * r)
+
+    x = _argmin(call, cost, out[0])
+    if not call.get("full_output"):
+        return (x,) + tuple(out[1:])
+    cov = out[1]
+    if cov is not None:
+        jac = np.reshape(jacobian(residuals)(np.reshape(x, (-1,))), (-1, np.size(strip_tree(x))))
+        cov = tie(cov, np.linalg.inv(jac.T @ jac))
+    info = dict(out[2])
+    if "fvec" in info:
+        info["fvec"] = tie(info["fvec"], np.reshape(residuals(x), np.shape(info["fvec"])))
+    return (x, cov, info) + tuple(out[3:])
+
+
+defcomposite(intercepted(_opt.leastsq, route_all=True), _leastsq)
+
+
+def _legacy_min(key: Any, fun_name: str, callbacks: tuple, always_tuple: bool = False,
+                bounds_name: Any = None, returns_fopt: bool = True) -> Callable[..., Any]:
+    """fmin, fmin_powell, fmin_bfgs, fmin_cg, fmin_ncg, fmin_l_bfgs_b, fmin_tnc.
+
+    ``x`` is the first output (the only one unless ``full_output``/``retall``); with
+    ``full_output`` the second is the optimal value.  The iterates of ``retall`` and
+    the other diagnostics stay SciPy's plain numbers.
+    """
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        call = Call(key, args, kwargs, (fun_name,) + callbacks)
+        out = call.run()
+        if not call.traced:
+            return out
+        fun, fargs = call.get(fun_name), _args_tuple(call.get("args"))
+        # fmin_l_bfgs_b and fmin_tnc: without fprime or approx_grad, fun returns (f, g)
+        with_grad = "approx_grad" in call.values and call.get("fprime") is None and not call.get("approx_grad")
+
+        def objective(x: Any) -> Any:
+            value = fun(x, *fargs)
+            return value[0] if with_grad else value
+
+        bounds = call.get(bounds_name) if bounds_name else None
+        tupled = always_tuple or bool(call.get("full_output")) or bool(call.values.get("retall"))
+        x = _argmin(call, objective, out[0] if tupled else out, bounds or None, pairs=True)
+        if not tupled:
+            return x
+        rest = list(out[1:])
+        if returns_fopt and (always_tuple or call.get("full_output")):
+            rest[0] = tie(rest[0], objective(x))
+        return (x,) + tuple(rest)
+
+    return impl
+
+
+for _key, _fun, _cbs, _kw in (
+    (_opt.fmin, "func", ("callback",), {}),
+    (_opt.fmin_powell, "func", ("callback",), {}),
+    (_opt.fmin_bfgs, "f", ("fprime", "callback"), {}),
+    (_opt.fmin_cg, "f", ("fprime", "callback"), {}),
+    (_opt.fmin_ncg, "f", ("fprime", "fhess_p", "fhess", "callback"), {}),
+    (_opt.fmin_l_bfgs_b, "func", ("fprime", "callback"), dict(always_tuple=True, bounds_name="bounds")),
+    (_opt.fmin_tnc, "func", ("fprime", "callback"), dict(always_tuple=True, bounds_name="bounds",
+                                                         returns_fopt=False)),
+):
+    defcomposite(intercepted(_key, route_all=True), _legacy_min(_key, _fun, _cbs, **_kw))
+
+
+def _fmin_slsqp(*args: Any, **kwargs: Any) -> Any:
+    names = ("func", "eqcons", "f_eqcons", "ieqcons", "f_ieqcons", "fprime", "fprime_eqcons", "fprime_ieqcons",
+             "callback")
+    call = Call(_opt.fmin_slsqp, args, kwargs, names)
+    out = call.run()
+    if not call.traced:
+        return out
+    func, fargs = call.get("func"), _args_tuple(call.get("args"))
+    # the same problem in minimize's terms: the KKT conditions of its active constraints
+    constraints = [{"type": "eq", "fun": c, "args": fargs} for c in call.get("eqcons") or ()]
+    constraints += [{"type": "ineq", "fun": c, "args": fargs} for c in call.get("ieqcons") or ()]
+    for name, kind in (("f_eqcons", "eq"), ("f_ieqcons", "ineq")):
+        if call.get(name) is not None:
+            constraints.append({"type": kind, "fun": call.get(name), "args": fargs})
+    full = bool(call.get("full_output"))
+
+    def objective(x: Any) -> Any:
+        return func(x, *fargs)
+
+    bounds = call.get("bounds") or None
+    if constraints:
+        x = _constrained_argmin(call, objective, out[0] if full else out, bounds, constraints)
+    else:
+        x = _argmin(call, objective, out[0] if full else out, bounds, pairs=True)
+    if full:
+        return (x, tie(out[1], objective(x))) + tuple(out[2:])
+    return x
+
+
+defcomposite(intercepted(_opt.fmin_slsqp, route_all=True), _fmin_slsqp)
+
+
+def _fixed_point(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.fixed_point, args, kwargs, ("func",))
+    out = call.run()
+    if not call.traced:
+        return out
+    func, fargs = call.get("func"), _args_tuple(call.get("args"))
+    # x* = g(x*): a root of g(x) - x
+    return _root_of(call, lambda x: as_array(func(x, *fargs)) - x, out, "Jacobian of g(x) - x")
+
+
+defcomposite(intercepted(_opt.fixed_point, route_all=True), _fixed_point)
+
+
+# ---------------------------------------------------------------------- global minimizers
+def _global_min(key: Any) -> Callable[..., Any]:
+    """differential_evolution, shgo, direct: the found minimum's implicit derivative.
+
+    Which basin a global method settles in is piecewise constant in the parameters;
+    within it the minimizer moves as any local minimizer does.
+    """
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        call = Call(key, args, kwargs, ("func", "callback", "constraints", "minimizer_kwargs"))
+        out = call.run()
+        if not call.traced:
+            return out
+        func, fargs = call.get("func"), _args_tuple(call.get("args"))
+
+        def objective(x: Any) -> Any:
+            return func(x, *fargs)
+
+        constraints = call.values.get("constraints")
+        if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
+            constraints = [constraints]
+        bounds = call.get("bounds")
+        if constraints:
+            x = _constrained_argmin(call, objective, out.x, bounds, list(constraints))
+        else:
+            x = _argmin(call, objective, out.x, bounds, pairs=not isinstance(bounds, _opt.Bounds))
+        out.x = x
+        out.fun = tie(out.fun, objective(x))
+        return out
+
+    return impl
+
+
+for _key in (_opt.differential_evolution, _opt.shgo, _opt.direct, _opt.dual_annealing):
+    defcomposite(intercepted(_key, route_all=True), _global_min(_key))
+
+
+def _basinhopping(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_opt.basinhopping, args, kwargs, ("func", "take_step", "accept_test", "callback",
+                                                    "minimizer_kwargs"))
+    out = call.run()
+    if not call.traced:
+        return out
+    options = call.get("minimizer_kwargs") or {}
+    func, fargs = call.get("func"), _args_tuple(options.get("args"))
+    with_jac = options.get("jac") is True
+
+    def objective(x: Any) -> Any:
+        value = func(x, *fargs)
+        return value[0] if with_jac else value
+
+    constraints = options.get("constraints")
+    if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
+        constraints = [constraints]
+    if constraints:
+        x = _constrained_argmin(call, objective, out.x, options.get("bounds"), list(constraints))
+    else:
+        x = _argmin(call, objective, out.x, options.get("bounds"), pairs=True)
+    out.x = x
+    out.fun = tie(out.fun, objective(x))
+    return out
+
+
+defcomposite(intercepted(_opt.basinhopping, route_all=True), _basinhopping)
