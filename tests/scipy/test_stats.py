@@ -348,6 +348,14 @@ def test_maximum_likelihood_gradient_and_hessian():
                                    rtol=1e-5, atol=1e-5)
 
 
+def test_median_and_interval_run_scipys_own_code():
+    check_grads(lambda l, s: st.gamma.median(2.0, loc=l, scale=s), [0.3, 1.2])
+    check_grads(lambda l, s: np.stack(st.norm(l, s).interval(0.9)), [0.3, 1.2])
+    # norm.interval(c) = loc -+ scale * z with z = ppf((1 + c) / 2)
+    lo, hi = tg.jacobian(lambda s: np.stack(st.norm.interval(0.9, scale=s)))(2.0)
+    np.testing.assert_allclose([lo, hi], [-st.norm.ppf(0.95), st.norm.ppf(0.95)], rtol=1e-12)
+
+
 # ------------------------------------------------------------------ clear errors
 def test_clear_errors_name_distribution_method_and_parameter():
     with pytest.raises(NonDifferentiableArgumentError, match=r"gamma\.cdf with respect to a"):

@@ -175,6 +175,12 @@ def _check_integral(dist: Any, method: str, shapes: tuple, shv: tuple) -> None:
             )
 
 
+#: What SciPy's private code raises when it meets a tracer it cannot handle: tapegrad's
+#: own errors (compiled code, a function without a rule) and what NumPy or a compiled
+#: function makes of an object it does not know.  Anything else propagates unchanged.
+_UNTRACEABLE = (TapegradError, TypeError, ValueError, AttributeError, IndexError, NotImplementedError)
+
+
 # ---------------------------------------------------------------- primitives in the standardized x
 def _density(dist: Any, z: Any, shapes: Sequence[Any], log: bool = False, mass: bool = False) -> Any:
     """The standardized (log-)density, from whichever of ``_pdf`` / ``_logpdf`` can be traced.
@@ -192,7 +198,7 @@ def _density(dist: Any, z: Any, shapes: Sequence[Any], log: bool = False, mass: 
     except TapegradError as exc:
         try:
             other = second(z, *shapes)
-        except Exception:
+        except _UNTRACEABLE:
             raise exc from None
         return np.log(other) if log else np.exp(other)
 
@@ -337,7 +343,7 @@ def _valid_entries(
         if traced_shapes:
             return getattr(self, "_" + method)(z, *shs)
         return _tail(self, method, z, shs0)
-    except Exception as exc:
+    except _UNTRACEABLE as exc:
         params = [names[i] for i in traced_shapes]
         if not params or method in ("pdf", "logpdf"):
             params = [n for n, v in (("x" if method not in ("ppf", "isf") else "q", x), ("loc", loc), ("scale", scale))
@@ -401,7 +407,7 @@ def _bound_entries(self: Any, method: str, loc: Any, scale: Any, shapes: tuple, 
     shs = tuple(_gather(s, shape, mask) for s in shapes)
     try:
         bound = self._get_support(*shs)[end]
-    except Exception as exc:
+    except _UNTRACEABLE as exc:
         params = [n for n, s in zip(_shape_names(self, len(shapes)), shapes) if _traced(s)]
         raise _cannot(self, method, params, exc) from exc
     bound = np.broadcast_to(bound, np.shape(shs[0]) if shs else (int(mask.sum()),))
@@ -472,7 +478,7 @@ def _discrete_rule(method: str) -> Callable[..., Any]:
                 vals = _density(self, ks, shs, log=method == "logpmf", mass=True)
             else:
                 vals = getattr(self, "_" + method)(ks, *shs)
-        except Exception as exc:
+        except _UNTRACEABLE as exc:
             raise _cannot(self, method, [names[i] for i in traced_shapes], exc) from exc
         if not _traced(vals):
             return _constant(exact, shapes)
@@ -520,8 +526,9 @@ def _register() -> None:
     from scipy.stats._distn_infrastructure import rv_generic
 
     for owner in (rv_generic, rv_continuous, rv_discrete):
-        for name in ("rvs", "stats", "entropy", "moment", "median", "mean", "var", "std", "interval",
-                     "expect", "nnlf", "fit", "fit_loc_scale", "logrvs"):
+        # median and interval are SciPy's own ppf calls: they run as they are.
+        for name in ("rvs", "stats", "entropy", "moment", "mean", "var", "std", "expect", "nnlf", "fit",
+                     "fit_loc_scale", "logrvs"):
             fun = owner.__dict__.get(name)
             if callable(fun) and getattr(fun, "__code__", None) is not None:
                 defcomposite(intercepted(fun), _unsupported(name))
