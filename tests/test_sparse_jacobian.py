@@ -328,3 +328,18 @@ def test_scatter_with_a_few_shared_targets():
         return np.pad(u, 1, constant_values=0.5)[:-2, 1:-1] * np.pad(u, 1)[2:, 2:]
 
     check(f, x)
+
+
+def test_one_entry_per_row_product_and_widening_factors(no_densify):
+    """``A @ tanh(x)`` from the seed (one entry per row) and ``g[..., None] * y`` stay off the dense batch."""
+    B = RNG.standard_normal((6, 5))
+    x = RNG.random(5)
+    check(lambda x: B @ np.tanh(x), x)
+    check(lambda x: np.dot(x, x[::-1]) * x + np.mean(x) + np.max(x), x)
+
+
+def test_product_with_inf_is_the_dense_product():
+    B = RNG.standard_normal((4, 4))
+    B[1, 2] = np.inf
+    with np.errstate(all="ignore"):
+        check(lambda x: B @ np.tanh(x), RNG.random(4))

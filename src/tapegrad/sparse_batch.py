@@ -475,16 +475,41 @@ class SparseCotangent(NDArrayOperatorsMixin):
         try:
             full = np.broadcast_to(factor, vshape)
         except ValueError:
-            return None
+            return None  # the product is wider than the batch (see _scaled)
         return full.reshape(-1)[self.cols] if full.flags.c_contiguous else np.ascontiguousarray(full).reshape(-1)[self.cols]
 
     def _scaled(self, factor: Any, op: Callable, first: bool) -> Optional["SparseCotangent"]:
-        """``op(self, factor)`` (``first``) or ``op(factor, self)`` entry by entry, else ``None``."""
+        """``op(self, factor)`` (``first``) or ``op(factor, self)`` entry by entry, else ``None``.
+
+        A factor that widens the value (``g[..., None] * y``) first broadcasts the
+        batch: each entry is repeated along the new or stretched axes.
+        """
         per_entry = self._column_factor(factor)
         if per_entry is None:
-            return None
+            wide = self._widened(factor)
+            if wide is None:
+                return None
+            return wide._scaled(factor, op, first)
         data = op(self.data, per_entry) if first else op(per_entry, self.data)
         return self._with_data(data)
+
+    def _widened(self, factor: Any) -> Optional["SparseCotangent"]:
+        """This batch broadcast against a plain ``factor`` that widens its value axes, else ``None``."""
+        if type(factor) is not np.ndarray or factor.dtype.kind not in "biufc":
+            return None
+        vshape = self.shape[1:]
+        fshape = factor.shape
+        if len(fshape) > len(self.shape) or (len(fshape) == len(self.shape) and fshape[0] != 1):
+            return None  # varies along the batch
+        if len(fshape) == len(self.shape):
+            fshape = fshape[1:]
+        try:
+            wide = np.broadcast_shapes(vshape, fshape)
+        except ValueError:
+            return None
+        if wide == vshape:
+            return None
+        return _broadcast_to(self, (self.shape[0],) + wide)
 
     def _merged(self, other: "SparseCotangent", subtract: bool) -> "SparseCotangent":
         """``self + other`` (or ``-``): entries at one position are added, each once."""
@@ -745,7 +770,31 @@ def _conjugate(a: Any) -> Any:
     return a if a.dtype.kind != "c" else a._with_data(np.conjugate(a.data))
 
 
+def _matmul(a: Any, b: Any) -> Any:
+    """``g @ m`` for a plain finite 2-D ``m`` when every row of ``g`` holds at most one entry.
+
+    Each result row is then one scaled row of ``m`` (what the dense product
+    gives: the other terms are exact zeros); anything else is the dense product.
+    """
+    if type(a) is not SparseCotangent or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    if b.shape[0] != a.shape[1] or b.dtype.kind not in "fc" or a.nnz > a.shape[0]:
+        return None
+    rows = a.rows
+    if rows.shape[0] > 1 and not (rows[1:] != rows[:-1]).all():
+        return None
+    if a.shape[0] * b.shape[1] * np.result_type(a.dtype, b.dtype).itemsize > MAX_DENSE_BYTES:
+        raise DenseBatchTooLarge(b.shape[1], np.result_type(a.dtype, b.dtype).itemsize)
+    picked = b[a.cols]
+    if not np.isfinite(picked).all() or not np.isfinite(b).all():
+        return None  # the dense product's 0 * inf terms are NaN
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.result_type(a.dtype, b.dtype))
+    out[rows] = a.data[:, None] * picked
+    return out
+
+
 _UFUNCS: Dict[np.ufunc, Callable[..., Any]] = {
+    np.matmul: _matmul,
     np.multiply: _binary(np.multiply, True),
     np.divide: _binary(np.divide, False),
     np.add: _add,

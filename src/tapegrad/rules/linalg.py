@@ -313,7 +313,7 @@ def _matmul_y(g, ans, x, y, **kwargs):
 
 
 # Each VJP reads the other operand (and only the ndim of its own, and ans's ndim).
-defvjp(np.matmul, _matmul_x, _matmul_y, needs=((1,), (0, -1)), banded=True)
+defvjp(np.matmul, _matmul_x, _matmul_y, needs=((1,), (0, -1)), banded=True, sparse=True)
 
 
 # ---------------------------------------------------------------- inverse, determinants, solve

@@ -123,9 +123,9 @@ def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, 
 
 # Only x's shape is read: a summed array need not stay alive until the sweep.
 defvjp(np.sum, _sum_vjp, needs=((),), banded=True, sparse=True)
-defvjp(np.mean, _mean_vjp, needs=((),))
+defvjp(np.mean, _mean_vjp, needs=((),), sparse=True)
 for _f in (np.max, np.min, np.amax, np.amin):
-    defvjp(_f, _extremum_vjp, note="ties split equally")
+    defvjp(_f, _extremum_vjp, note="ties split equally", sparse=True)
 
 
 def _ptp(a, axis=None, out=None, keepdims=False):
