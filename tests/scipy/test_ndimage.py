@@ -359,3 +359,28 @@ def test_selection_ties_are_split_equally_and_cval_is_selectable():
     # constant mode: the border minimum is cval itself
     g = tg.grad(lambda c: np.sum(nd.minimum_filter1d(np.arange(4.0), 3, mode="constant", cval=c)))(np.array(-1.0))
     assert g == 2.0  # the first and last outputs read cval
+
+
+# ------------------------------------------------------------------ Fourier-domain filters
+FOURIER = {
+    "fourier_gaussian": lambda x: nd.fourier_gaussian(x, 1.2),
+    "fourier_uniform": lambda x: nd.fourier_uniform(x, (2, 3)),
+    "fourier_ellipsoid": lambda x: nd.fourier_ellipsoid(x, 2.0),
+    "fourier_shift": lambda x: nd.fourier_shift(x, (0.3, -1.2)),
+    "fourier_gaussian-rfft": lambda x: nd.fourier_gaussian(x, 1.2, n=5, axis=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOURIER))
+def test_fourier_filters(name):
+    f = FOURIER[name]
+    spectrum = np.fft.rfft(X, axis=0) if name.endswith("rfft") else np.fft.fft2(X)
+    out = tg.vjp(f, spectrum)[0]
+    assert np.array_equal(out, f(spectrum)) and out.dtype == f(spectrum).dtype
+    check_grads(f, (spectrum,))
+    if name != "fourier_shift":  # real factors: on a real input, a real linear map
+        assert_adjoint(f, X)
+    # the derivative of a spectral filter is the filter itself: d out / d x[k] = factor[k]
+    factors = f(np.ones_like(spectrum))
+    jac = tg.jacobian(lambda x: np.real(f(x)))(spectrum.real)
+    np.testing.assert_allclose(np.einsum("ijij->ij", jac), np.real(factors), rtol=1e-14)

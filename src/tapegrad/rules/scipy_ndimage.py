@@ -41,6 +41,9 @@ input, the coordinates (every order 0-5; order 0 has derivative 0 almost
 everywhere), ``shift``, the affine ``matrix``/``offset`` and ``cval`` are all
 differentiated; the prefilter's adjoint is its dense matrix, read from SciPy.
 
+The Fourier-domain filters (``fourier_gaussian``, ``fourier_uniform``,
+``fourier_ellipsoid``, ``fourier_shift``) multiply by factors read from SciPy.
+
 Selection filters (minimum/maximum/median/rank/percentile, the grey morphology
 built on them, ``scipy.signal.medfilt``) return SciPy's value with the
 derivative of the window samples equal to it (ties split equally).
@@ -1219,3 +1222,25 @@ defcomposite(intercepted(_sf._rank_filter), _rank_filter, note="rank/median/perc
 defcomposite(intercepted(_sf._min_or_max_filter), _min_or_max_filter, note="minimum/maximum filters, grey morphology: " + _TIES)
 defcomposite(intercepted(_nd.minimum_filter1d), _filter1d(True), note=_TIES)
 defcomposite(intercepted(_nd.maximum_filter1d), _filter1d(False), note=_TIES)
+
+
+# ================================================================== Fourier-domain filters
+# fourier_gaussian/uniform/ellipsoid/shift multiply their input by a fixed array of
+# factors: the product of each axis's factor, read here from SciPy by filtering ones.
+def _fourier(name: str, scipy_fun: Callable[..., Any]) -> Callable[..., Any]:
+    def impl(input, parameter, n=-1, axis=-1, output=None):
+        for arg, value in (("parameter", parameter), ("n", n), ("axis", axis)):
+            _constant(name, arg, value)
+        x = _as_array(input)
+        if isinstance(output, np.ndarray) or type(output) is Tracer:
+            _output_dtype(name, output, strip(x))  # the clear error
+        value = np.asarray(scipy_fun(strip(x), parameter, n, axis, output))
+        factors = scipy_fun(np.ones(np.shape(x), dtype=np.result_type(strip(x))), parameter, n, axis, output)
+        return _with_value(value, x * factors)
+
+    impl.__name__ = name
+    return impl
+
+
+for _name in ("fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift"):
+    defcomposite(intercepted(getattr(_nd, _name)), _fourier(_name, getattr(_nd, _name)), note="input times SciPy's factors")
