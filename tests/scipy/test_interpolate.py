@@ -116,6 +116,57 @@ def test_cubic_spline_derivative_antiderivative_integrate():
         np.testing.assert_allclose(tg.vjp(make, Y)[0], make(Y), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("bc_type", BC_TYPES + ["periodic"], ids=str)
+def test_cubic_spline_in_the_breakpoints(bc_type):
+    # SciPy's linear system assembled from the traced breakpoints and solved densely.
+    y = np.r_[Y[:-1], Y[0]] if bc_type == "periodic" else Y
+    f = lambda x, q: CubicSpline(x, y, bc_type=bc_type)(q)
+    np.testing.assert_allclose(tg.vjp(f, X, Q_FD)[0], f(X, Q_FD), rtol=1e-13, atol=1e-15)
+    check_grads(f, [X, Q_FD], rtol=1e-4, atol=1e-5)
+    # Periodic data must keep y[0] == y[-1]: only the breakpoints are moved there.
+    check_grads(lambda x, v: CubicSpline(x, v, bc_type=bc_type).derivative()(Q_FD), [X, y],
+                argnums=[0] if bc_type == "periodic" else None, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_cubic_spline_in_the_breakpoints_few_points(n):
+    x = np.linspace(0.0, 2.0, n) + 0.1 * np.arange(n) ** 2
+    for bc_type in ("not-a-knot", "natural", ((1, 0.5), (2, -1.0))):
+        f = lambda xx: CubicSpline(xx, Y[:n], bc_type=bc_type)(Q_FD)
+        np.testing.assert_allclose(tg.vjp(f, x)[0], f(x), rtol=1e-13, atol=1e-15)
+        check_grads(f, [x], rtol=1e-4, atol=1e-5)
+
+
+def test_cubic_spline_in_the_boundary_values():
+    f = lambda v: CubicSpline(X, Y, bc_type=((1, v[0]), (2, v[1])))(Q)
+    matrix = np.stack([f(e) - f(np.zeros(2)) for e in np.eye(2)], axis=-1)
+    np.testing.assert_allclose(tg.jacobian(f)(np.array([0.5, -1.0])), matrix, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x, v: PchipInterpolator(x, v),
+    lambda x, v: Akima1DInterpolator(x, v, method="makima", extrapolate=True),
+    lambda x, v: scipy.interpolate.CubicHermiteSpline(x, v, np.cos(X)),
+    lambda x, v: CubicSpline(x, v).antiderivative(),
+], ids=["pchip", "makima", "hermite", "antiderivative"])
+def test_breakpoints_of_hermite_splines(make):
+    y = np.array([0.0, 0.3, 1.2, 1.0, 1.6, 2.9, 2.7])
+    f = lambda x, v, q: make(x, v)(q)
+    np.testing.assert_allclose(tg.vjp(f, X, y, Q_FD)[0], f(X, y, Q_FD), rtol=1e-13, atol=1e-15)
+    check_grads(f, [X, y, Q_FD], rtol=1e-4, atol=1e-5)
+    check_grads(lambda x: make(x, y).integrate(0.2, 2.7), [X], rtol=1e-4, atol=1e-5)
+
+
+def test_ppoly_in_the_breakpoints():
+    c = rng.standard_normal((4, 2))
+    f = lambda x, q: scipy.interpolate.PPoly(c, x)(q)
+    check_grads(f, [np.array([0.0, 1.2, 3.0]), Q_FD])
+    # p(q) = sum_j c[j] (q - x_i)^(3-j) on piece i: d/dx_i = -p'(q) there.
+    p = scipy.interpolate.PPoly(c, [0.0, 1.2, 3.0])
+    g = tg.grad(lambda x: np.sum(scipy.interpolate.PPoly(c, x)(np.array([0.5, 2.0]))))(np.array([0.0, 1.2, 3.0]))
+    np.testing.assert_allclose(g, [-p(0.5, 1), -p(2.0, 1), 0.0], rtol=1e-12, atol=1e-15)
+
+
 def test_integral_closed_form():
     # The integral of the interpolant of y over [x0, xn] is linear in y: d/dy = integral of each cardinal spline.
     weights = np.array([CubicSpline(X, e).integrate(X[0], X[-1]) for e in np.eye(X.size)])
@@ -475,12 +526,14 @@ def test_constant_tracers_are_plain_knots():
 
 
 def test_clear_errors():
-    with pytest.raises(NonDifferentiableArgumentError, match=r"CubicSpline with respect to x"):
-        tg.grad(lambda x: np.sum(CubicSpline(x, Y)(Q)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"make_interp_spline with respect to x"):
+        tg.grad(lambda x: np.sum(make_interp_spline(x, Y)(Q)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"interp1d with respect to x"):
+        tg.grad(lambda x: np.sum(interp1d(x, Y)(Q_INSIDE)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"the breakpoints"):
+        tg.grad(lambda x: CubicSpline(x, np.r_[Y[:-1], Y[0]], bc_type="periodic").integrate(-1.0, 5.0))(X)
     with pytest.raises(NonDifferentiableArgumentError, match=r"BSpline with respect to t"):
         tg.grad(lambda t: np.sum(BSpline(t, C, 3)(Q)))(T)
-    with pytest.raises(NonDifferentiableArgumentError, match=r"with respect to bc_type"):
-        tg.grad(lambda d: np.sum(CubicSpline(X, Y, bc_type=((1, d), "natural"))(Q)))(0.5)
     with pytest.raises(NonDifferentiableArgumentError, match="UnivariateSpline"):
         tg.grad(lambda v: np.sum(scipy.interpolate.UnivariateSpline(X, v)(Q)))(Y)
     with pytest.raises(NonDifferentiableArgumentError, match="lam=None"):

@@ -23,6 +23,12 @@ Construction with traced data
       traced data (branches chosen on the plain values, as SciPy chooses them);
     * ``PPoly(c, x)``, ``BSpline(t, c, k)``: the traced ``c`` itself.
 
+    The breakpoints ``x`` of the piecewise polynomials (``PPoly`` and every
+    subclass above) are differentiated too: they enter the same formulas as traced
+    values, and a ``CubicSpline`` with traced ``x`` (or traced boundary derivative
+    values) solves SciPy's own linear system assembled from traced entries, densely.
+    Traced breakpoints are kept in the instance next to SciPy's plain ``_x``.
+
 Evaluation (methods intercepted with ``inspect_self``)
     ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
     ``integrate``, ``BSpline.__call__``/``derivative``/``antiderivative``/
@@ -35,8 +41,9 @@ Evaluation (methods intercepted with ``inspect_self``)
 FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
 tuple) is evaluated the same way, in the query points and the coefficients.
 
-Not differentiated (a clear error instead): the breakpoints/knots/grid (``x``,
-``t``, ``points``), ``roots``/``solve``/``extend``, a ``BPoly`` with traced
+Not differentiated (a clear error instead): the knots and grids of B-splines,
+``interp1d`` and ``RegularGridInterpolator`` (``t``, ``x``, ``points``), the
+breakpoints of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
@@ -244,6 +251,17 @@ def _traced_coefficients(y_traced: Any, axis: int, coefficients: Any, build, per
 
 
 # ----------------------------------------------------------------- piecewise polynomials
+def _breakpoints(self: Any) -> Any:
+    """The piecewise polynomial's breakpoints: traced when it was built from traced ``x``."""
+    return self.__dict__.get("_tapegrad_x", self._x) if hasattr(self, "__dict__") else self._x
+
+
+def _keep_breakpoints(obj: Any, x: Any) -> None:
+    """Keep traced breakpoints next to SciPy's plain ``_x`` (which SciPy's own code reads)."""
+    if type(x) is Tracer:
+        obj.__dict__["_tapegrad_x"] = x
+
+
 def _pp_derivative_coefficients(c: Any, nu: int) -> Any:
     """Coefficients of the ``nu``-th derivative (SciPy's ``PPoly.derivative``)."""
     if nu == 0:
@@ -295,7 +313,8 @@ def _pp_intervals(x: np.ndarray, points: np.ndarray) -> tuple:
     return np.clip(index, 0, m - 1), ~inside
 
 
-def _pp_evaluate(c: Any, x: np.ndarray, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+def _pp_evaluate(c: Any, x: Any, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+    """``x``: the breakpoints, plain or traced (intervals are found on their plain values)."""
     flat, plain, shape = _flat_points(points)
     if extrapolate == "periodic":
         flat = x[0] + np.mod(flat - x[0], x[-1] - x[0])
@@ -305,7 +324,7 @@ def _pp_evaluate(c: Any, x: np.ndarray, points: Any, nu: int, extrapolate: Any, 
         raise ValueError("Order of derivative cannot be negative")  # SciPy's message
     if nu > 0:
         c = _pp_derivative_coefficients(c, nu)
-    index, outside = _pp_intervals(x, plain)
+    index, outside = _pp_intervals(np.asarray(strip(x)), plain)
     n_r = np.ndim(c) - 2
     t = _trailing(flat - x[index], n_r)
     out = _horner(c[:, index], t)
@@ -329,6 +348,7 @@ def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
     out = type(self).construct_fast(np.asarray(strip_all(c)), self._x, extrapolate, self.axis)
     if _traced(c):
         _keep_traced(out, "_c", c)
+    _keep_breakpoints(out, _breakpoints(self))
     return out
 
 
@@ -336,7 +356,7 @@ def _ppoly_call(self, x, nu=0, extrapolate=None):
     nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
-    c, breakpoints = self._c, self._x
+    c, breakpoints = self._c, _breakpoints(self)
     if isinstance(self, BPoly) and not _traced(c):
         # Plain Bernstein coefficients, traced points: the same polynomials in the power basis.
         power = PPoly.from_bernstein_basis(self)
@@ -357,7 +377,7 @@ def _ppoly_antiderivative(self, nu=1):
     _require_ppoly(self, "antiderivative")
     if nu <= 0:
         return self.derivative(-nu)
-    c = _pp_antiderivative_coefficients(self._c, self._x, nu)
+    c = _pp_antiderivative_coefficients(self._c, _breakpoints(self), nu)
     return _new_like(self, c, False if self.extrapolate == "periodic" else self.extrapolate)
 
 
@@ -370,7 +390,7 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
     _require_ppoly(self, "integrate")
     if extrapolate is None:
         extrapolate = self.extrapolate
-    x = self._x
+    x = _breakpoints(self)
     anti = _pp_antiderivative_coefficients(self._c, x, 1)
     sign = 1.0
     if strip(b) < strip(a):
@@ -379,6 +399,8 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
         ends = _primitive_at(anti, x, np.stack([a, b]), extrapolate)
         return sign * (ends[1] - ends[0])
     a, b = _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
+    _plain(f"{type(self).__name__}.integrate", "the breakpoints", x, "periodic integration")
+    x = self._x
     xs, xe = x[0], x[-1]
     n_periods, left = divmod(b - a, xe - xs)
     whole = _primitive_at(anti, x, np.array([xs, xe]), False)
@@ -402,20 +424,27 @@ def _ppoly_unsupported(method: str, why: str):
 
 
 def _ppoly_init(self, c, x, extrapolate=None, axis=0):
-    name = type(self).__name__
-    x = _plain(name, "x", x, "breakpoints are not differentiated")
     if isinstance(self, BPoly):
         raise UnsupportedFunctionError(
             "scipy.interpolate.BPoly", "tapegrad differentiates PPoly (power basis) only; build a PPoly instead"
         )
-    _PPolyBase.__init__(self, strip_all(c), x, extrapolate, axis)  # SciPy's checks and attributes
+    _PPolyBase.__init__(self, strip_all(c), strip_all(x), extrapolate, axis)  # SciPy's checks and attributes
     c = _float(c)
     if axis != 0:
         c = np.moveaxis(np.moveaxis(c, axis + 1, 0), axis + 1, 0)
     _keep_traced(self, "_c", c)
+    _keep_breakpoints(self, _breakpoints_of(x))
 
 
-def _hermite_coefficients(x: np.ndarray, y0: Any, d0: Any) -> Any:
+def _breakpoints_of(x: Any) -> Any:
+    """User breakpoints as SciPy keeps them (float64): traced if they reach a watched input."""
+    if _reaches_source(x):
+        x = x if type(x) is Tracer else np.stack(x)
+        return x if x.dtype == np.float64 else x.astype(np.float64)
+    return np.asarray(strip_all(x), dtype=np.float64)
+
+
+def _hermite_coefficients(x: Any, y0: Any, d0: Any) -> Any:
     """SciPy's ``CubicHermiteSpline`` coefficients from values and slopes (interpolation axis first)."""
     dx = np.diff(x)
     dxr = np.reshape(dx, (dx.shape[0],) + (1,) * (np.ndim(y0) - 1))
@@ -425,30 +454,32 @@ def _hermite_coefficients(x: np.ndarray, y0: Any, d0: Any) -> Any:
 
 
 def _hermite_init(self, x, y, dydx, axis=0, extrapolate=None):
-    x = _plain("CubicHermiteSpline", "x", x, "breakpoints are not differentiated")
-    CubicHermiteSpline.__init__(self, x, strip_all(y), strip_all(dydx), axis, extrapolate)
+    CubicHermiteSpline.__init__(self, strip_all(x), strip_all(y), strip_all(dydx), axis, extrapolate)
+    x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
     d0 = np.moveaxis(_float(dydx), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, d0))
+    _keep_traced(self, "_c", _hermite_coefficients(x, y0, d0))
+    _keep_breakpoints(self, x)
 
 
-def _pchip_edge(h0, h1, m0, m1, m0v, m1v):
+def _pchip_edge(h0, h1, m0, m1, h0v, h1v, m0v, m1v):
     # SciPy's PchipInterpolator._edge_case, its branches taken on the plain values.
     d = ((2 * h0 + h1) * m0 - h0 * m1) / (h0 + h1)
-    dv = ((2 * h0 + h1) * m0v - h0 * m1v) / (h0 + h1)
+    dv = ((2 * h0v + h1v) * m0v - h0v * m1v) / (h0v + h1v)
     mask = np.sign(dv) != np.sign(m0v)
     mask2 = (np.sign(m0v) != np.sign(m1v)) & (np.abs(dv) > 3.0 * np.abs(m0v))
     return np.where(mask, 0.0, np.where((~mask) & mask2, 3.0 * m0, d))
 
 
-def _pchip_slopes(x: np.ndarray, y0: Any) -> Any:
-    """SciPy's ``PchipInterpolator._find_derivatives`` on traced values (axis 0)."""
+def _pchip_slopes(x: Any, y0: Any) -> Any:
+    """SciPy's ``PchipInterpolator._find_derivatives`` on traced values and breakpoints (axis 0)."""
     shape = np.shape(y0)
     y = np.reshape(y0, (shape[0], -1))
-    yv = np.asarray(strip_all(y))
-    h = np.diff(x)[:, None]
+    yv = np.asarray(strip(y))
+    h = np.reshape(np.diff(x), (-1, 1))
+    hv = np.asarray(strip(h))
     m = (y[1:] - y[:-1]) / h
-    mv = (yv[1:] - yv[:-1]) / h
+    mv = (yv[1:] - yv[:-1]) / hv
     if shape[0] == 2:
         return np.reshape(np.concatenate([m, m], axis=0), shape)
     sm = np.sign(mv)
@@ -459,24 +490,25 @@ def _pchip_slopes(x: np.ndarray, y0: Any) -> Any:
     m_left = np.where(flat, 1.0, m[:-1])
     m_right = np.where(flat, 1.0, m[1:])
     inner = np.where(flat, 0.0, (w1 + w2) / (w1 / m_left + w2 / m_right))
-    first = _pchip_edge(h[0], h[1], m[0], m[1], mv[0], mv[1])
-    last = _pchip_edge(h[-1], h[-2], m[-1], m[-2], mv[-1], mv[-2])
+    first = _pchip_edge(h[0], h[1], m[0], m[1], hv[0], hv[1], mv[0], mv[1])
+    last = _pchip_edge(h[-1], h[-2], m[-1], m[-2], hv[-1], hv[-2], mv[-1], mv[-2])
     d = np.concatenate([first[None], inner, last[None]], axis=0)
     return np.reshape(d, shape)
 
 
 def _pchip_init(self, x, y, axis=0, extrapolate=None):
-    x = _plain("PchipInterpolator", "x", x, "breakpoints are not differentiated")
-    PchipInterpolator.__init__(self, x, strip_all(y), axis, extrapolate)
+    PchipInterpolator.__init__(self, strip_all(x), strip_all(y), axis, extrapolate)
+    x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _pchip_slopes(self._x, y0)))
+    _keep_traced(self, "_c", _hermite_coefficients(x, y0, _pchip_slopes(x, y0)))
+    _keep_breakpoints(self, x)
 
 
-def _akima_slopes(x: np.ndarray, y0: Any, method: str) -> Any:
-    """SciPy's Akima (``makima``) slopes on traced values (axis 0), branches on the plain values."""
+def _akima_slopes(x: Any, y0: Any, method: str) -> Any:
+    """SciPy's Akima (``makima``) slopes on traced values and breakpoints (axis 0), branches on plain values."""
     shape = np.shape(y0)
     y = np.reshape(y0, (shape[0], -1))
-    h = np.diff(x)[:, None]
+    h = np.reshape(np.diff(x), (-1, 1))
     mk = (y[1:] - y[:-1]) / h
     if shape[0] == 2:
         return np.reshape(np.concatenate([mk, mk], axis=0), shape)
@@ -506,10 +538,11 @@ def _akima_slopes(x: np.ndarray, y0: Any, method: str) -> Any:
 
 
 def _akima_init(self, x, y, axis=0, *, method="akima", extrapolate=None):
-    x = _plain("Akima1DInterpolator", "x", x, "breakpoints are not differentiated")
-    Akima1DInterpolator.__init__(self, x, strip_all(y), axis, method=method, extrapolate=extrapolate)
+    Akima1DInterpolator.__init__(self, strip_all(x), strip_all(y), axis, method=method, extrapolate=extrapolate)
+    x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(self._x, y0, _akima_slopes(self._x, y0, method)))
+    _keep_traced(self, "_c", _hermite_coefficients(x, y0, _akima_slopes(x, y0, method)))
+    _keep_breakpoints(self, x)
 
 
 def _homogeneous_cubic_bc(bc_type: Any, n: int) -> Any:
@@ -519,10 +552,91 @@ def _homogeneous_cubic_bc(bc_type: Any, n: int) -> Any:
     return tuple(bc if isinstance(bc, str) else (bc[0], np.zeros(n)) for bc in bc_type)
 
 
+def _cubic_bc_sides(bc_type: Any) -> list:
+    """``bc_type`` as SciPy validates it: two sides, each a string or ``(order, value)``."""
+    sides = (bc_type, bc_type) if isinstance(bc_type, str) else tuple(bc_type)
+    out = []
+    for bc in sides:
+        if isinstance(bc, str):
+            out.append({"clamped": (1, 0.0), "natural": (2, 0.0)}.get(bc, bc))
+        else:
+            out.append((int(strip(bc[0])), bc[1]))
+    return out
+
+
+def _cubic_spline_slopes(x: Any, y0: Any, bc_type: Any) -> Any:
+    """SciPy's ``CubicSpline`` slopes from traced breakpoints, data and boundary values.
+
+    The same linear system as SciPy's (rows for the boundary conditions, the
+    periodic one closed cyclically), assembled with traced entries and solved densely
+    (``O(n^3)``): the path for traced breakpoints or boundary values.
+    """
+    n = np.shape(x)[0]
+    extra = (1,) * (np.ndim(y0) - 1)
+    ones = np.ones(np.shape(y0)[1:])
+    dx = np.diff(x)
+    dxr = np.reshape(dx, (-1,) + extra)
+    slope = (y0[1:] - y0[:-1]) / dxr
+    start, end = _cubic_bc_sides(bc_type)
+    if n == 2:
+        start = (1, slope[0]) if isinstance(start, str) else start
+        end = (1, slope[0]) if isinstance(end, str) else end
+    if start == "periodic":
+        # Unknowns s[0..n-2] (s[n-1] = s[0]); row i couples knot i to its cyclic neighbours.
+        m = n - 1
+        dx_left = np.concatenate([dx[-1:], dx[:-1]])
+        slope_left = np.concatenate([slope[-1:], slope[:-1]], axis=0)
+        shift_left = np.roll(np.eye(m), -1, axis=1)  # row i picks s[i - 1]
+        shift_right = np.roll(np.eye(m), 1, axis=1)  # row i picks s[i + 1]
+        a = np.diag(2 * (dx_left + dx)) + dx[:, None] * shift_left + dx_left[:, None] * shift_right
+        b = 3 * (dxr * slope_left + np.reshape(dx_left, (-1,) + extra) * slope)
+        s = np.reshape(np.linalg.solve(a, np.reshape(b, (m, -1))), np.shape(b))
+        return np.concatenate([s, s[:1]], axis=0)
+    if n == 3 and start == "not-a-knot" and end == "not-a-knot":
+        a = np.stack([
+            np.stack([np.ones(()), np.ones(()), np.zeros(())]),
+            np.stack([dx[1], 2 * (dx[0] + dx[1]), dx[0]]),
+            np.stack([np.zeros(()), np.ones(()), np.ones(())]),
+        ])
+        b = np.stack([2 * slope[0], 3 * (dxr[0] * slope[1] + dxr[1] * slope[0]), 2 * slope[1]])
+    else:
+        if start == "not-a-knot":
+            d = x[2] - x[0]
+            main0, upper0 = dx[1], d
+            b0 = ((dxr[0] + 2 * d) * dxr[1] * slope[0] + dxr[0] ** 2 * slope[1]) / d
+        elif start[0] == 1:
+            main0, upper0, b0 = np.ones(()), np.zeros(()), start[1] * ones
+        else:
+            main0, upper0 = 2 * dx[0], dx[0]
+            b0 = -0.5 * start[1] * dx[0] ** 2 + 3 * (y0[1] - y0[0])
+        if end == "not-a-knot":
+            d = x[-1] - x[-3]
+            main1, lower1 = dx[-2], d
+            b1 = (dxr[-1] ** 2 * slope[-2] + (2 * d + dxr[-1]) * dxr[-2] * slope[-1]) / d
+        elif end[0] == 1:
+            main1, lower1, b1 = np.ones(()), np.zeros(()), end[1] * ones
+        else:
+            main1, lower1 = 2 * dx[-1], dx[-1]
+            b1 = 0.5 * end[1] * dx[-1] ** 2 + 3 * (y0[-1] - y0[-2])
+        main = np.concatenate([np.reshape(main0, (1,)), 2 * (dx[:-1] + dx[1:]), np.reshape(main1, (1,))])
+        upper = np.concatenate([np.reshape(upper0, (1,)), dx[:-1]])
+        lower = np.concatenate([dx[1:], np.reshape(lower1, (1,))])
+        a = np.diag(main) + np.diag(upper, 1) + np.diag(lower, -1)
+        middle = 3 * (dxr[1:] * slope[:-1] + dxr[:-1] * slope[1:])
+        b = np.concatenate([np.reshape(b0 * ones, (1,) + np.shape(ones)), middle,
+                            np.reshape(b1 * ones, (1,) + np.shape(ones))], axis=0)
+    return np.reshape(np.linalg.solve(a, np.reshape(b, (n, -1))), np.shape(b))
+
+
 def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=None):
-    x = _plain("CubicSpline", "x", x, "breakpoints are not differentiated")
-    bc_type = _plain("CubicSpline", "bc_type", bc_type, "boundary derivative values are not differentiated")
-    CubicSpline.__init__(self, x, strip_all(y), axis, bc_type, extrapolate)
+    CubicSpline.__init__(self, strip_all(x), strip_all(y), axis, strip_all(bc_type), extrapolate)
+    if _reaches_source(x) or _reaches_source(bc_type):
+        knots = _breakpoints_of(x)
+        y0 = np.moveaxis(_float(y), self.axis, 0)
+        _keep_traced(self, "_c", _hermite_coefficients(knots, y0, _cubic_spline_slopes(knots, y0, bc_type)))
+        _keep_breakpoints(self, knots)
+        return
+    bc_type = strip_all(bc_type)
     knots = self._x
     n = len(knots)
     homogeneous = _homogeneous_cubic_bc(bc_type, n)
