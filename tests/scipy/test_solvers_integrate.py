@@ -287,6 +287,25 @@ def test_quad_vec_vector_integrand_first_and_second_order(a, b):
         assert np.isclose(tg.grad(lambda k: moments(k, a, b)[0])(1.3), -0.5 * np.sqrt(np.pi) * 1.3**-1.5)
 
 
+def test_ode_class_with_a_traced_right_hand_side_is_a_clear_error():
+    def f(k):
+        r = integrate.ode(lambda t, y: -k * y).set_integrator("dopri5")
+        r.set_initial_value([1.0], 0.0)
+        return r.integrate(1.0)[0]
+
+    with pytest.raises(NonDifferentiableArgumentError, match="ode.*solve_ivp"):
+        tg.grad(f)(0.7)
+
+    def g(w):  # nothing traced reaches the ode: SciPy's own numbers
+        r = integrate.ode(lambda t, y: -y).set_integrator("dopri5")
+        r.set_initial_value([1.0], 0.0)
+        return r.integrate(1.0)[0] * w
+
+    plain = integrate.ode(lambda t, y: -y).set_integrator("dopri5")
+    plain.set_initial_value([1.0], 0.0)
+    assert tg.grad(g)(2.0) == plain.integrate(1.0)[0]
+
+
 def test_quad_weight_is_a_clear_error():
     with pytest.raises(NonDifferentiableArgumentError, match="quad.*weight"):
         tg.grad(lambda k: quad(lambda x: k * x, 0.0, 1.0, weight="cos", wvar=2.0)[0])(1.0)

@@ -39,6 +39,7 @@ map ``x = a + (1 - t) / t``.  The rule's value is checked against SciPy's.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, List
 
 import numpy as np
@@ -628,3 +629,31 @@ def _quad_vec(*args: Any, **kwargs: Any) -> Any:
 
 
 defcomposite(intercepted(_int.quad_vec, route_all=True), _quad_vec)
+
+
+# ---------------------------------------------------------------------- the ode class
+def _ode_integrate(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``scipy.integrate.ode.integrate``: a clear error when a traced value reaches the ODE.
+
+    The class keeps its state between calls in compiled integrators, so tapegrad does
+    not differentiate it; ``solve_ivp`` (same integrators: ``method="RK45"``,
+    ``"DOP853"``, ``"LSODA"``, ...) does.
+    """
+    from ..interception import original
+
+    fparams = getattr(self, "f_params", ())
+    traced = bool(levels_of((args, kwargs, fparams, getattr(self, "_y", None))))
+    if not traced and getattr(self, "f", None) is not None:
+        with contextlib.suppress(Exception):  # a probe only: SciPy's own run reports errors
+            traced = bool(levels_of(self.f(self.t, np.asarray(self._y), *fparams)))
+    if traced:
+        raise refuse(
+            "scipy.integrate.ode", "its right-hand side", "depends on traced values, and the ode class "
+            "keeps its state in compiled integrators between calls",
+            "Use scipy.integrate.solve_ivp (the same integrators: method='RK45', 'DOP853', 'LSODA', "
+            "'BDF'), which tapegrad differentiates.",
+        )
+    return original(_int.ode.integrate)(self, *args, **kwargs)
+
+
+defcomposite(intercepted(_int.ode.integrate, route_all=True), _ode_integrate)
