@@ -540,8 +540,10 @@ def test_rq(a):
 def test_riccati_equations(f):
     n, m = 3, 2
     # SciPy accepts symmetric q and r only: they are built symmetric from free matrices.
-    check_grads(lambda a, b, y, w: f(a, b, y @ y.T + np.eye(n), w @ w.T + 2 * np.eye(m)),
-                (0.5 * _u(n, n), _u(n, m), _u(n, n), _u(m, m)))
+    a, b2, y, w = 0.5 * _u(n, n), _u(n, m), _u(n, n), _u(m, m)
+    check_grads(lambda a, b, y, w: f(a, b, y @ y.T + np.eye(n), w @ w.T + 2 * np.eye(m)), (a, b2, y, w), order=1)
+    # Second order in two of them (SciPy's own solver takes ~50 ms a call here).
+    check_grads(lambda b, y: f(a, b, y @ y.T + np.eye(n), w @ w.T + 2 * np.eye(m)), (b2, y), batch=0)
     g = tg.grad(lambda q: np.sum(f(0.5 * A, B, q, np.eye(2))))(S)
     np.testing.assert_allclose(g, g.T, atol=1e-14)  # the gradient in q is symmetric
     with pytest.raises(tg.NonDifferentiableArgumentError, match="generalized"):
