@@ -287,6 +287,20 @@ def test_quad_vec_vector_integrand_first_and_second_order(a, b):
         assert np.isclose(tg.grad(lambda k: moments(k, a, b)[0])(1.3), -0.5 * np.sqrt(np.pi) * 1.3**-1.5)
 
 
+def test_cubature_parameter_and_limit_closed_form_second_order():
+    def cub(k, top):  # int_0^1 int_0^top exp(-k x^2 - y) dy dx
+        return si.cubature(lambda x, k: np.exp(-k * x[:, 0] ** 2 - x[:, 1]), np.array([0.0, 0.0]),
+                           np.stack([np.asarray(1.0), top]), args=(k,), rtol=1e-12).estimate
+
+    k = 0.7
+    inner = quad(lambda x: np.exp(-k * x * x), 0.0, 1.0, epsabs=1e-14)[0]
+    dinner = -quad(lambda x: x * x * np.exp(-k * x * x), 0.0, 1.0, epsabs=1e-14)[0]
+    gk, gtop = tg.grad(cub, argnums=(0, 1))(k, 2.0)
+    assert np.isclose(gk, dinner * (1 - np.exp(-2.0)), rtol=1e-10)
+    assert np.isclose(gtop, inner * np.exp(-2.0), rtol=1e-10)
+    check_grads(cub, (k, 2.0), eps=1e-5, rtol=1e-6, atol=1e-8)
+
+
 def test_ode_class_with_a_traced_right_hand_side_is_a_clear_error():
     def f(k):
         r = integrate.ode(lambda t, y: -k * y).set_integrator("dopri5")

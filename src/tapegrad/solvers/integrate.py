@@ -657,3 +657,51 @@ def _ode_integrate(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 defcomposite(intercepted(_int.ode.integrate, route_all=True), _ode_integrate)
+
+
+# ---------------------------------------------------------------------- cubature
+_GL8_X, _GL8_W = np.polynomial.legendre.leggauss(10)
+_GL8_X, _GL8_W = (_GL8_X + 1.0) / 2.0, _GL8_W / 2.0  # on [0, 1]
+
+
+def _cubature(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.cubature, args, kwargs, ("f",))
+    out = call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    f, fargs = call.get("f"), _args_tuple(call.get("args"))
+    a, b = call.get("a"), call.get("b")
+    ap, bp = np.asarray(strip_tree(a), dtype=float), np.asarray(strip_tree(b), dtype=float)
+    if not (np.all(np.isfinite(ap)) and np.all(np.isfinite(bp))):
+        raise refuse(name, "an infinite limit", "is mapped by cubature's own transformation, which tapegrad "
+                     "does not follow", "Integrate over finite limits (or use quad / quad_vec per dimension).")
+    a_t = np.reshape(_as_traced_vector(a), (-1,)) if levels_of(a) else ap.reshape(-1)
+    b_t = np.reshape(_as_traced_vector(b), (-1,)) if levels_of(b) else bp.reshape(-1)
+    dim = ap.size
+    # a tensor-product Gauss-Legendre rule on each region SciPy kept, in u with x = a + (b - a) u
+    grid = np.stack(np.meshgrid(*([_GL8_X] * dim), indexing="ij"), axis=-1).reshape(-1, dim)
+    weights = np.prod(np.stack(np.meshgrid(*([_GL8_W] * dim), indexing="ij"), axis=-1).reshape(-1, dim), axis=1)
+    span = bp.reshape(-1) - ap.reshape(-1)
+    total: Any = 0.0
+    for region in out.regions:
+        lo = (np.asarray(region.a, dtype=float) - ap.reshape(-1)) / span
+        hi = (np.asarray(region.b, dtype=float) - ap.reshape(-1)) / span
+        u = lo + (hi - lo) * grid  # (nodes, dim)
+        x = a_t + (b_t - a_t) * u if levels_of((a_t, b_t)) else ap.reshape(-1) + span * u
+        values = as_array(f(x, *fargs))  # cubature's f is vectorized: (nodes, ...) out
+        w = weights * np.prod(hi - lo)
+        total = total + np.tensordot(w, values, axes=1)
+    total = total * np.prod(b_t - a_t)
+    if np.max(np.abs(np.asarray(strip(total)) - out.estimate)) > max(10 * np.max(out.error), 1e-10 * np.max(
+            np.abs(out.estimate)), 1e-300):
+        raise NonDifferentiableArgumentError(
+            f"{name}: tapegrad's quadrature of the derivative could not reproduce SciPy's value on SciPy's "
+            "regions, so it cannot vouch for the derivative. Split the domain at kinks or singularities "
+            "(points=) or tighten rtol."
+        )
+    out.estimate = tie(out.estimate, total)
+    return out
+
+
+defcomposite(intercepted(_int.cubature, route_all=True), _cubature)
