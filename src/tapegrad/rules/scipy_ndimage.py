@@ -152,6 +152,40 @@ def _zero_pad(a: Any, axis: int, before: int, after: int) -> Any:
     return np.concatenate([parts[0], a, parts[1]], axis=axis)
 
 
+# ------------------------------------------------------------------ gather / scatter-add on the last axis
+# The rules gather samples by index (extensions, spline taps, windows).  A fancy index on
+# a tracer would do, but its VJP sorts the indices; these two primitives are each
+# other's transpose and scatter with np.bincount.
+def _take_raw(a, index):
+    return a[..., index]
+
+
+take_p = primitive(_take_raw)
+
+
+def _scatter_raw(g, index, size):
+    """Sum ``g[..., *index.shape]`` into ``size`` slots of the last axis, at ``index``."""
+    g = np.asarray(g)
+    batch = g.shape[: g.ndim - index.ndim]
+    rows = int(np.prod(batch, dtype=np.intp))
+    flat = (np.arange(rows)[:, None] * size + index.reshape(1, -1)).ravel()
+    values = g.reshape(rows, -1)
+
+    def count(w):
+        return np.bincount(flat, weights=w.ravel(), minlength=rows * size)
+
+    if np.iscomplexobj(values):
+        out = count(values.real) + 1j * count(values.imag)
+    else:
+        out = count(values)
+    return out.astype(np.result_type(g.dtype, np.float32), copy=False).reshape(batch + (size,))
+
+
+scatter_p = primitive(_scatter_raw)
+defvjp(take_p, lambda g, ans, a, index: scatter_p(g, index, np.shape(a)[-1]), CONSTANT_ARG)
+defvjp(scatter_p, lambda g, ans, h, index, size: take_p(g, index), CONSTANT_ARG, CONSTANT_ARG)
+
+
 # ------------------------------------------------------------------ the extension, read from SciPy
 @functools.lru_cache(maxsize=1024)
 def _extension(n: int, size: int, mode: str, origin: int) -> tuple:
@@ -203,7 +237,7 @@ def _extend(x: Any, axis: int, size: int, mode: str, origin: int, cval: Any) -> 
     if border.size:
         src[border] = fold.argmax(axis=1)
     last = np.moveaxis(x, axis, -1) if axis != -1 else x
-    ext = last[..., src]
+    ext = take_p(last, src)
     if outside.any():
         ext = np.where(outside, cval, ext)
     return np.moveaxis(ext, -1, axis) if axis != -1 else ext
@@ -898,7 +932,7 @@ def _interpolate(coef: Any, coords: list, order: int, mode: str, cval: Any, npad
                 outside_tap = out
             else:
                 outside_tap = np.reshape(outside_tap[expand] | out[:, None, :], (len(raw), -1))
-    values = np.reshape(coef, (-1,))[flat]
+    values = take_p(np.reshape(coef, (-1,)), flat)
     if outside_tap is not None and outside_tap.any():
         values = np.where(outside_tap, cval, values)
     result = np.sum(weight * values, axis=-1)
