@@ -112,6 +112,7 @@ SPARSE_PROGRAMS = {
     "reaction_diffusion": (reaction_diffusion, lambda: RNG.random(12)),
     "output_2d": (lambda x: np.outer(x, np.ones(3)) * x[:, None], lambda: RNG.random(4)),
     "float32": (lambda x: np.exp(x) * x[::-1] + np.float32(2) * x, lambda: RNG.random(6).astype(np.float32)),
+    "empty_structure": (lambda x: graph_forces(np.where(x > 10, x, 0.0)) + np.sum(np.where(x > 10, x, 0.0)[:4]), lambda: RNG.random(8)),
     "division": (lambda x: 1.0 / x + x / (x[::-1] + 2.0), lambda: RNG.random(7) + 0.5),
 }
 
@@ -343,3 +344,53 @@ def test_product_with_inf_is_the_dense_product():
     B[1, 2] = np.inf
     with np.errstate(all="ignore"):
         check(lambda x: B @ np.tanh(x), RNG.random(4))
+
+
+# ------------------------------------------------------------------ random programs
+_B4 = RNG.standard_normal((4, 4))
+_AT_ROWS, _AT_COLS = np.array([0, 1, 1, 3, 0]), np.array([2, 2, 4, 0, 2])
+
+
+def _scatter_rows(a):
+    out = np.zeros_like(a)
+    np.add.at(out, (_AT_ROWS, _AT_COLS), a[[0, 1, 2, 3, 3], [1, 1, 0, 4, 2]] ** 2)
+    return out + a
+
+
+STEPS = [
+    lambda a: np.sin(a) * a,
+    lambda a: np.pad(a, 1)[1:-1, :-2] + a,
+    lambda a: np.pad(a, ((1, 0), (0, 2)), mode="edge")[:-1, 2:] * a,
+    lambda a: np.roll(a, 1, axis=0) * a,
+    lambda a: a.T.T[::-1] + a,
+    lambda a: a[:, [0, 2, 2, 1, 0]] - a,
+    lambda a: a * np.sum(a * a, axis=1, keepdims=True),
+    lambda a: np.where(a > 0.3, a, a**2),
+    lambda a: np.maximum(a, a[::-1]),
+    lambda a: np.exp(-a) + np.sqrt(a * a + 1),
+    lambda a: np.concatenate([a[:, 1:], a[:, :1] * 2], axis=1),
+    _scatter_rows,
+    lambda a: a.reshape(5, 4).T.reshape(4, 5) * 1.5,
+    lambda a: a / (1 + a * a),
+    lambda a: np.mean(a, axis=0) * a,
+    lambda a: _B4 @ a,
+    lambda a: np.stack([a[0], a[2], a[1], a[3]]) * a,
+    lambda a: np.sum(a, axis=0) + a,
+]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_programs_first_and_second_order(seed, monkeypatch):
+    if seed % 2:
+        monkeypatch.setattr(sb, "_LAZY", 0)  # every sum of batches added lazily
+    rng = np.random.default_rng(seed)
+    chain = [STEPS[k] for k in rng.integers(0, len(STEPS), 4)]
+
+    def f(x):
+        for step in chain:
+            x = step(x)
+        return x
+
+    x = rng.random((4, 5))
+    check(f, x)
+    check(lambda x: np.sum(f(x) ** 2), x, hessian=True)

@@ -156,7 +156,17 @@ class SparseCotangent(NDArrayOperatorsMixin):
         return out
 
     def _resolve(self) -> None:
-        parts = self._parts
+        parts = []
+        for p in self._parts:
+            # Consecutive terms of one structure (x * a + x * b): added entry by entry, in order.
+            if parts and p._rows is parts[-1]._rows and p._cols is parts[-1]._cols:
+                parts[-1] = parts[-1]._with_data(parts[-1]._data + p._data)
+            else:
+                parts.append(p)
+        if len(parts) == 1:
+            (p,) = parts
+            self._rows, self._cols, self._data, self._keys, self._parts = p._rows, p._cols, p._data, p._keys, None
+            return
         keys = np.concatenate([p.keys() for p in parts])
         order = np.argsort(keys, kind="stable")  # sorted runs, merged; equal keys in part order
         keys = keys[order]
@@ -392,6 +402,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
         ``np.bincount`` does).
         """
         new_shape = (self.shape[0],) + tuple(value_shape)
+        if self.nnz == 0:
+            return SparseCotangent(new_shape, self.rows, self.cols, self.data)
         target = target.ravel()
         cols = target[self.cols]
         width = max(math.prod(value_shape), 1)
