@@ -32,6 +32,18 @@ def fd(fun, x, eps=1e-4):
 
 
 # ---------------------------------------------------------------------- solve_ivp
+def test_radau_iia_coefficients_match_the_textbook_three_stage_method():
+    from tapegrad.solvers.integrate import radau_iia
+
+    c, a, _ = radau_iia(3)
+    r6 = np.sqrt(6.0)
+    assert np.allclose(c, [(4 - r6) / 10, (4 + r6) / 10, 1.0], rtol=1e-14)
+    assert np.allclose(a, [[(88 - 7 * r6) / 360, (296 - 169 * r6) / 1800, (-2 + 3 * r6) / 225],
+                           [(296 + 169 * r6) / 1800, (88 + 7 * r6) / 360, (-2 - 3 * r6) / 225],
+                           [(16 - r6) / 36, (16 + r6) / 36, 1 / 9]], rtol=1e-12)
+
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_linear_decay_every_method_closed_form_first_and_second_order(method):
     ts = np.array([0.5, 1.0, 2.0])

@@ -40,6 +40,7 @@ map ``x = a + (1 - t) / t``.  The rule's value is checked against SciPy's.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, List
 
 import numpy as np
@@ -55,8 +56,9 @@ __all__: list = []
 
 
 # ---------------------------------------------------------------------- collocation
+@functools.lru_cache(maxsize=None)
 def radau_iia(q: int) -> tuple:
-    """Nodes ``c`` and matrix ``A`` of the ``q``-stage Radau IIA collocation method."""
+    """Nodes ``c``, matrix ``A`` and Lagrange coefficients of ``q``-stage Radau IIA collocation."""
     coef = np.zeros(q + 1)
     coef[q], coef[q - 1] = 1.0, -1.0  # P_q - P_{q-1}: zeros are the right Radau nodes
     c = np.sort((np.polynomial.legendre.legroots(coef) + 1.0) / 2.0)
