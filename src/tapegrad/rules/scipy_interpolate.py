@@ -27,7 +27,9 @@ Construction with traced data
     subclass above) are differentiated too: they enter the same formulas as traced
     values, and a ``CubicSpline`` with traced ``x`` (or traced boundary derivative
     values) solves SciPy's own linear system assembled from traced entries, densely.
-    Traced breakpoints are kept in the instance next to SciPy's plain ``_x``.
+    So are a ``BSpline``'s knots ``t`` (de Boor's recurrence, ``splder`` and
+    ``splantider`` on traced knots), also through ``splev``.  Traced breakpoints and
+    knots are kept in the instance next to SciPy's plain ``_x``/``_t``.
 
 Evaluation (methods intercepted with ``inspect_self``)
     ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
@@ -41,9 +43,10 @@ Evaluation (methods intercepted with ``inspect_self``)
 FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
 tuple) is evaluated the same way, in the query points and the coefficients.
 
-Not differentiated (a clear error instead): the knots and grids of B-splines,
-``interp1d`` and ``RegularGridInterpolator`` (``t``, ``x``, ``points``), the
-breakpoints of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
+Not differentiated (a clear error instead): the abscissae and grids of
+``make_interp_spline`` (and the other ``make_*_spline``), ``interp1d`` and
+``RegularGridInterpolator`` (``x``, ``t``, ``points``), the breakpoints or knots of
+a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
@@ -652,8 +655,8 @@ def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=Non
 def _bspline_basis(t: np.ndarray, k: int, index: np.ndarray, x: Any) -> list:
     """The ``k + 1`` B-splines nonzero on each point's interval ``index`` (de Boor's recurrence).
 
-    ``x`` may be traced; the knots are plain, and the denominators are knot spans
-    around a nonempty interval, so none is zero.
+    ``x`` and the knots may be traced; the denominators are knot spans around a
+    nonempty interval, so none is zero.
     """
     h = [np.ones(np.shape(index))]
     for j in range(1, k + 1):
@@ -669,7 +672,7 @@ def _bspline_basis(t: np.ndarray, k: int, index: np.ndarray, x: Any) -> list:
 
 
 def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
-    """SciPy's ``splder`` on traced coefficients."""
+    """SciPy's ``splder`` on traced coefficients (and knots)."""
     if nu > k:
         raise ValueError(f"Order of derivative (n = {nu!r}) must be <= order of spline (k = {k!r})")
     pad = len(t) - np.shape(c)[0]
@@ -677,7 +680,7 @@ def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
         c = np.concatenate([c, np.zeros((pad,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
     for _ in range(nu):
         dt = t[k + 1 : -1] - t[1 : -k - 1]
-        if np.any(dt == 0):
+        if np.any(np.asarray(strip(dt)) == 0):
             raise ValueError(f"The spline has internal repeated knots and is not differentiable {nu} times")
         c = (c[1 : -1 - k] - c[: -2 - k]) * k / _trailing(dt, np.ndim(c) - 1)
         c = np.concatenate([c, np.zeros((k,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
@@ -687,7 +690,7 @@ def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
 
 
 def _bspline_antiderivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
-    """SciPy's ``splantider`` on traced coefficients."""
+    """SciPy's ``splantider`` on traced coefficients (and knots)."""
     pad = len(t) - np.shape(c)[0]
     if pad > 0:
         c = np.concatenate([c, np.zeros((pad,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
@@ -701,7 +704,8 @@ def _bspline_antiderivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple
     return t, c, k
 
 
-def _bspline_evaluate(t: np.ndarray, c: Any, k: int, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+def _bspline_evaluate(t: Any, c: Any, k: int, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
+    """``t``: the knots, plain or traced (intervals are found on their plain values)."""
     flat, plain, shape = _flat_points(points)
     n = len(t) - k - 1
     if extrapolate == "periodic":
@@ -717,51 +721,62 @@ def _bspline_evaluate(t: np.ndarray, c: Any, k: int, points: Any, nu: int, extra
     if nu > 0:
         t, c, k = _bspline_derivative_tck(t, c, k, nu)
         n = len(t) - k - 1
-    index = np.clip(np.searchsorted(t, plain, side="right") - 1, k, n - 1)
+    tv = np.asarray(strip(t))
+    index = np.clip(np.searchsorted(tv, plain, side="right") - 1, k, n - 1)
     basis = _bspline_basis(t, k, index, flat)
     out = 0.0
     for r in range(k + 1):
         out = out + _trailing(basis[r], n_r) * c[index - k + r]
     if not extrapolate:
-        outside = ~((plain >= t[k]) & (plain <= t[n])) & ~np.isnan(plain)
+        outside = ~((plain >= tv[k]) & (plain <= tv[n])) & ~np.isnan(plain)
         out = np.where(_trailing(outside, n_r), np.nan, out)
     out = np.reshape(out, shape + np.shape(c)[1:])
     return _axis_last(out, len(shape), axis)
 
 
+def _knots(self: Any) -> Any:
+    """The B-spline's knots: traced when it was built from traced ``t``."""
+    return self.__dict__.get("_tapegrad_t", self._t)
+
+
 def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
-    t = _plain("BSpline", "t", t, "knots are not differentiated")
-    BSpline.__init__(self, t, strip_all(c), k, extrapolate, axis)
+    BSpline.__init__(self, strip_all(t), strip_all(c), k, extrapolate, axis)
     c = _float(c)
     if self.axis != 0:
         c = np.moveaxis(c, self.axis, 0)
     self._c = c
+    knots = _breakpoints_of(t)
+    if type(knots) is Tracer:  # kept next to SciPy's plain _t
+        self.__dict__["_tapegrad_t"] = knots
 
 
 def _bspline_call(self, x, nu=0, extrapolate=None):
     nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
-    return _bspline_evaluate(self._t, self._c, self.k, x, int(nu), extrapolate, self.axis)
+    return _bspline_evaluate(_knots(self), self._c, self.k, x, int(nu), extrapolate, self.axis)
 
 
 def _bspline_new(self, tck: tuple, extrapolate: Any) -> Any:
     t, c, k = tck
-    out = type(self).construct_fast(t, np.asarray(strip_all(c)), k, extrapolate=extrapolate, axis=self.axis)
+    out = type(self).construct_fast(np.asarray(strip(t)), np.asarray(strip_all(c)), k, extrapolate=extrapolate,
+                                    axis=self.axis)
     out._c = c
+    if type(t) is Tracer:
+        out.__dict__["_tapegrad_t"] = t
     return out
 
 
 def _bspline_derivative(self, nu=1):
     if nu < 0:
         return self.antiderivative(-nu)
-    return _bspline_new(self, _bspline_derivative_tck(self._t, self._c, self.k, nu), self.extrapolate)
+    return _bspline_new(self, _bspline_derivative_tck(_knots(self), self._c, self.k, nu), self.extrapolate)
 
 
 def _bspline_antiderivative(self, nu=1):
     if nu < 0:
         return self.derivative(-nu)
-    tck = _bspline_antiderivative_tck(self._t, self._c, self.k, nu)
+    tck = _bspline_antiderivative_tck(_knots(self), self._c, self.k, nu)
     return _bspline_new(self, tck, False if self.extrapolate == "periodic" else self.extrapolate)
 
 
@@ -771,7 +786,7 @@ def _bspline_integrate(self, a, b, extrapolate=None):
     sign = 1.0
     if strip(b) < strip(a):
         a, b, sign = b, a, -1.0
-    t, k = self._t, self.k
+    t, k = _knots(self), self.k
     n = len(t) - k - 1
     ta, ca, ka = _bspline_antiderivative_tck(t, self._c, k, 1)
 
@@ -784,6 +799,8 @@ def _bspline_integrate(self, a, b, extrapolate=None):
         ends = primitive_at(np.stack([a, b]), bool(extrapolate))
         return sign * (ends[1] - ends[0])
     a, b = _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
+    t = _plain("BSpline.integrate", "the knots", t, "periodic integration")
+    ta, ca, ka = _bspline_antiderivative_tck(t, self._c, k, 1)
     ts, te = t[k], t[n]
     n_periods, left = divmod(b - a, te - ts)
     whole = primitive_at(np.array([ts, te]), False)
@@ -1087,22 +1104,22 @@ def _lagrange(x, w):
 # ----------------------------------------------------------------- FITPACK's splev
 def _splev(x, tck, der=0, ext=0):
     t, c, k = tck
-    t = _plain("splev", "the knots tck[0]", t, "knots are not differentiated")
     if isinstance(c, (list, tuple)) and len(c) and np.ndim(c[0]) > 0:  # parametric: one spline per coordinate
         return [_splev(x, (t, ci, k), der, ext) for ci in c]
     if not (0 <= der <= k):
         raise ValueError(f"0<=der={der}<=k={k} must hold")
     if ext not in (0, 1, 2, 3):
         raise ValueError(f"ext = {ext} not in (0, 1, 2, 3) ")
-    t = np.asarray(t, dtype=np.float64)
-    n = len(t) - k - 1
+    t = _breakpoints_of(t)
+    tv = np.asarray(strip(t))
+    n = len(tv) - k - 1
     flat, plain, shape = _flat_points(x)
-    outside = (plain < t[k]) | (plain > t[n])
+    outside = (plain < tv[k]) | (plain > tv[n])
     if ext == 2 and np.any(outside):
         raise ValueError("Found x value not in the domain")  # FITPACK's own message
     if ext == 3 and der == 0:
         # The boundary value, constant outside (FITPACK's splder extrapolates derivatives instead).
-        flat = np.clip(flat, t[k], t[n])
+        flat = np.minimum(np.maximum(flat, t[k]), t[n])
     out = _bspline_evaluate(t, _float(c), k, flat, int(der), True, 0)
     if ext == 1:
         out = np.where(outside, 0.0, out)
