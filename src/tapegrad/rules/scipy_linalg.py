@@ -51,18 +51,52 @@ function and the argument.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
 
-from ..dispatch import strip, strip_all
+from ..dispatch import primitive, strip, strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercepted
 from ._util import swap_last as _T
 
 # ---------------------------------------------------------------- helpers
+def _scipy_rule(fun: Any, *vjps: Any, note: str = "") -> None:
+    """Register ``vjps`` for the SciPy function ``fun``, run as one node whose forward pass is SciPy's call.
+
+    SciPy's ``overwrite_*`` flags would let LAPACK write over the raw value a
+    tracer holds (the caller's array, and what the VJPs read): for a function
+    with such flags the door's rule is a composite that clears them and calls
+    a private primitive holding the VJPs.  Without them, the function itself
+    is the primitive.
+    """
+    sig = inspect.signature(fun)
+    flags = [name for name in sig.parameters if name.startswith("overwrite_")]
+    if not flags:
+        defvjp(intercepted(fun), *vjps, note=note)
+        return
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return fun(*args, **kwargs)
+
+    forward.__name__, forward.__qualname__, forward.__module__ = fun.__name__, fun.__qualname__, fun.__module__
+    forward.__signature__ = sig  # binding traced keywords (tapegrad.binding) sees SciPy's parameters
+    node = primitive(forward)
+    defvjp(node, *vjps, note=note)
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        for name in flags:
+            if bound.arguments.get(name):
+                bound.arguments[name] = False
+        return node(*bound.args, **bound.kwargs)
+
+    defcomposite(intercepted(fun), impl, note=note)
+
+
 
 
 def _refuse(name: str, why: str) -> NonDifferentiableArgumentError:
@@ -200,8 +234,8 @@ def _det_vjp(g, ans, a, overwrite_a=False, check_finite=True):
     return (g * ans)[..., None, None] * _T(np.linalg.inv(a))
 
 
-defvjp(intercepted(sl.inv), _inv_vjp)
-defvjp(intercepted(sl.det), _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix")
+_scipy_rule(sl.inv, _inv_vjp)
+_scipy_rule(sl.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix")
 
 
 def _solve_parts(g, ans, a, b, lower, assume_a, transposed):
@@ -231,7 +265,7 @@ def _solve_b(g, ans, a, b, lower=False, overwrite_a=False, overwrite_b=False, ch
     return _solve_parts(g, ans, a, b, lower, assume_a, transposed)[2]
 
 
-defvjp(intercepted(sl.solve), _solve_a, _solve_b, note="the gradient lives on the entries assume_a reads")
+_scipy_rule(sl.solve, _solve_a, _solve_b, note="the gradient lives on the entries assume_a reads")
 
 
 def _trans_flag(trans: Any) -> int:
@@ -281,7 +315,7 @@ def _solve_triangular_b(g, ans, a, b, trans=0, lower=False, unit_diagonal=False,
     return _tri_parts(g, a, b, trans, lower, unit_diagonal)[2]
 
 
-defvjp(intercepted(sl.solve_triangular), _solve_triangular_a, _solve_triangular_b,
+_scipy_rule(sl.solve_triangular, _solve_triangular_a, _solve_triangular_b,
        note="the gradient lives on the triangle read (not on a unit diagonal)")
 
 
@@ -305,7 +339,7 @@ def _cholesky_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
     return _onto_triangle(_cholesky_cotangent(ans, g, lower), lower)
 
 
-defvjp(intercepted(sl.cholesky), _cholesky_vjp, note="gradient on the triangle read")
+_scipy_rule(sl.cholesky, _cholesky_vjp, note="gradient on the triangle read")
 
 
 def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
@@ -319,7 +353,7 @@ def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True
     return _onto_triangle(_cholesky_cotangent(factor, gc * read, lower), lower) + gc * (1 - read)
 
 
-defvjp(intercepted(sl.cho_factor), _cho_factor_vjp, note="c's other triangle is a copy of a's")
+_scipy_rule(sl.cho_factor, _cho_factor_vjp, note="c's other triangle is a copy of a's")
 
 
 def _cho_parts(c_and_lower, b):
@@ -349,7 +383,7 @@ def _cho_solve_b(g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
     return np.linalg.solve(a, g[..., None])[..., 0] if vector else np.linalg.solve(a, g)
 
 
-defvjp(intercepted(sl.cho_solve), _cho_solve_c, _cho_solve_b, note="gradient on the factor's triangle of c")
+_scipy_rule(sl.cho_solve, _cho_solve_c, _cho_solve_b, note="gradient on the factor's triangle of c")
 
 
 # ---------------------------------------------------------------- LU
@@ -411,7 +445,7 @@ def _lu_factor_vjp(g, ans, a, overwrite_a=False, check_finite=True):
     return _unpermute_rows(_packed_cotangent(lu_packed, g[0]), perm)
 
 
-defvjp(intercepted(sl.lu_factor), _lu_factor_vjp, note="pivoting is locally constant")
+_scipy_rule(sl.lu_factor, _lu_factor_vjp, note="pivoting is locally constant")
 
 
 def _lu_vjp(g, ans, a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
@@ -445,7 +479,7 @@ def _pack(lo: Any, u: Any, m: int, n: int) -> Any:
     return lo_part + up_part
 
 
-defvjp(intercepted(sl.lu), _lu_vjp, note="pivoting is locally constant")
+_scipy_rule(sl.lu, _lu_vjp, note="pivoting is locally constant")
 
 
 def _lu_solve_parts(lu_and_piv, b, g, trans):
@@ -480,7 +514,7 @@ def _lu_solve_b(g, ans, lu_and_piv, b, trans=0, overwrite_b=False, check_finite=
     return _lu_solve_parts(lu_and_piv, b, g, trans)[2]
 
 
-defvjp(intercepted(sl.lu_solve), _lu_solve_lu, _lu_solve_b)
+_scipy_rule(sl.lu_solve, _lu_solve_lu, _lu_solve_b)
 
 
 # ---------------------------------------------------------------- symmetric eigenproblems
@@ -568,7 +602,7 @@ def _eigh_b(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=Fa
     return _onto_triangle(_eigh_general(g_w, g_v, w, v)[1], lower)
 
 
-defvjp(intercepted(sl.eigh), _eigh_a, _eigh_b,
+_scipy_rule(sl.eigh, _eigh_a, _eigh_b,
        note="real input; gradient on the triangle read; eigenvector cotangents give inf/nan at repeated eigenvalues")
 
 
@@ -584,7 +618,7 @@ def _eigvalsh_b(g, ans, a, b=None, *, lower=True, overwrite_a=False, overwrite_b
                    subset_by_value=subset_by_value, driver=driver)
 
 
-defvjp(intercepted(sl.eigvalsh), _eigvalsh_a, _eigvalsh_b, note="real input; gradient on the triangle read")
+_scipy_rule(sl.eigvalsh, _eigvalsh_a, _eigvalsh_b, note="real input; gradient on the triangle read")
 
 
 # ---------------------------------------------------------------- SVD
@@ -631,7 +665,7 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, overwrite_a=False, 
     return _svd_cotangent(gu, gs, gvh, u, s, vh)
 
 
-defvjp(intercepted(sl.svd), _svd_vjp,
+_scipy_rule(sl.svd, _svd_vjp,
        note="real input; vector cotangents give inf/nan at repeated or zero singular values")
 
 
@@ -641,7 +675,7 @@ def _svdvals_vjp(g, ans, a, check_finite=True):
     return (u * g[..., None, :]) @ vh
 
 
-defvjp(intercepted(sl.svdvals), _svdvals_vjp)
+_scipy_rule(sl.svdvals, _svdvals_vjp)
 
 
 # ---------------------------------------------------------------- QR
@@ -696,7 +730,7 @@ def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=Fals
     return ga
 
 
-defvjp(intercepted(sl.qr), _qr_vjp, note="real input; modes 'economic', 'r', 'full' (unique columns only)")
+_scipy_rule(sl.qr, _qr_vjp, note="real input; modes 'economic', 'r', 'full' (unique columns only)")
 
 
 # ---------------------------------------------------------------- pseudo-inverses and least squares
@@ -724,8 +758,8 @@ def _pinvh_vjp(g, ans, a, atol=None, rtol=None, lower=True, return_rank=False, c
     return _onto_triangle(_pinv_cotangent(gx, x, _symmetric(a, lower)), lower)
 
 
-defvjp(intercepted(sl.pinv), _pinv_vjp, note="assumes the numerical rank is locally constant")
-defvjp(intercepted(sl.pinvh), _pinvh_vjp, note="gradient on the triangle read; constant rank")
+_scipy_rule(sl.pinv, _pinv_vjp, note="assumes the numerical rank is locally constant")
+_scipy_rule(sl.pinvh, _pinvh_vjp, note="gradient on the triangle read; constant rank")
 
 
 def _rank_pinv(a, rank):
@@ -766,7 +800,7 @@ def _lstsq_b(g, ans, a, b, cond=None, overwrite_a=False, overwrite_b=False, chec
     return gb
 
 
-defvjp(intercepted(sl.lstsq), _lstsq_a, _lstsq_b,
+_scipy_rule(sl.lstsq, _lstsq_a, _lstsq_b,
        note="solution, residues and singular values (constant rank); rank is an integer")
 
 
@@ -814,7 +848,7 @@ def _schur_vjp(g, ans, a, output="real", lwork=None, overwrite_a=False, sort=Non
     return (z @ gc) @ _T(z)
 
 
-defvjp(intercepted(sl.schur), _schur_vjp, note="symmetric (normal) input only, distinct eigenvalues")
+_scipy_rule(sl.schur, _schur_vjp, note="symmetric (normal) input only, distinct eigenvalues")
 
 
 # ---------------------------------------------------------------- matrices built from copies of the inputs
@@ -941,7 +975,7 @@ def _matrix_function(f: Any, *, n_extra: int = 0) -> None:
         return out if np.iscomplexobj(a) or not np.iscomplexobj(out) else np.real(out)
 
     vjps = [vjp] + [None] * n_extra
-    defvjp(intercepted(f), *vjps, note="VJP: f([[A^T, G], [0, A^T]]) (Frechet derivative adjoint)")
+    _scipy_rule(f, *vjps, note="VJP: f([[A^T, G], [0, A^T]]) (Frechet derivative adjoint)")
 
 
 for _f in (sl.expm, sl.logm, sl.sqrtm, sl.cosm, sl.sinm, sl.tanm, sl.coshm, sl.sinhm, sl.tanhm):
@@ -966,8 +1000,8 @@ def _expm_frechet_grads(g, ans, a, e, compute_expm):
     return gm[..., :n, :n] + gm[..., n:, n:], gm[..., :n, n:]
 
 
-defvjp(
-    intercepted(sl.expm_frechet),
+_scipy_rule(
+    sl.expm_frechet,
     lambda g, ans, A, E, method=None, compute_expm=True, check_finite=True: _expm_frechet_grads(
         g, ans, A, E, compute_expm)[0],
     lambda g, ans, A, E, method=None, compute_expm=True, check_finite=True: _expm_frechet_grads(
@@ -981,8 +1015,8 @@ def _sylvester_parts(g, ans, a, b):
     return sl.solve_sylvester(_T(a), _T(b), g)
 
 
-defvjp(
-    intercepted(sl.solve_sylvester),
+_scipy_rule(
+    sl.solve_sylvester,
     lambda g, ans, a, b, q: -(_sylvester_parts(g, ans, a, b) @ _T(ans)),
     lambda g, ans, a, b, q: -(_T(ans) @ _sylvester_parts(g, ans, a, b)),
     lambda g, ans, a, b, q: _sylvester_parts(g, ans, a, b),
@@ -1017,8 +1051,8 @@ def _discrete_q(g, ans, a, q, method=None):
     return _lyap_y(g, a, True, method)
 
 
-defvjp(intercepted(sl.solve_continuous_lyapunov), _continuous_a, _continuous_q, note="real input")
-defvjp(intercepted(sl.solve_discrete_lyapunov), _discrete_a, _discrete_q, note="real input")
+_scipy_rule(sl.solve_continuous_lyapunov, _continuous_a, _continuous_q, note="real input")
+_scipy_rule(sl.solve_discrete_lyapunov, _discrete_a, _discrete_q, note="real input")
 
 
 # ---------------------------------------------------------------- banded systems
@@ -1072,7 +1106,7 @@ def _solve_banded_b(g, ans, l_and_u, ab, b, overwrite_ab=False, overwrite_b=Fals
     return _banded_parts(l_and_u, ab, b, g)[3]
 
 
-defvjp(intercepted(sl.solve_banded), CONSTANT_ARG, _solve_banded_ab, _solve_banded_b, note="real input")
+_scipy_rule(sl.solve_banded, CONSTANT_ARG, _solve_banded_ab, _solve_banded_b, note="real input")
 
 
 def _solveh_parts(ab, b, g, lower):
@@ -1103,7 +1137,7 @@ def _solveh_banded_b(g, ans, ab, b, overwrite_ab=False, overwrite_b=False, lower
     return _solveh_parts(ab, b, g, lower)[1]
 
 
-defvjp(intercepted(sl.solveh_banded), _solveh_banded_ab, _solveh_banded_b, note="real input; symmetric storage")
+_scipy_rule(sl.solveh_banded, _solveh_banded_ab, _solveh_banded_b, note="real input; symmetric storage")
 
 
 # ---------------------------------------------------------------- polar decomposition, Procrustes
@@ -1140,7 +1174,7 @@ def _polar_vjp(g, ans, a, side="right"):
     return _T(_polar_right(_T(gu), _T(gp), _T(u), _T(p), _T(a)))
 
 
-defvjp(intercepted(sl.polar), _polar_vjp, note="real input, full rank")
+_scipy_rule(sl.polar, _polar_vjp, note="real input, full rank")
 
 
 def _orthogonal_procrustes(A, B, check_finite=True):
@@ -1180,8 +1214,8 @@ def _eigvals_vjp(g, ans, a, b=None, overwrite_a=False, check_finite=True, homoge
     return _eig_cotangent(g, a)
 
 
-defvjp(intercepted(sl.eig), _eig_vjp, note="eigenvalues only, first order; eigenvector cotangents raise")
-defvjp(intercepted(sl.eigvals), _eigvals_vjp, note="first order (its VJP needs the eigenvectors)")
+_scipy_rule(sl.eig, _eig_vjp, note="eigenvalues only, first order; eigenvector cotangents raise")
+_scipy_rule(sl.eigvals, _eigvals_vjp, note="first order (its VJP needs the eigenvectors)")
 
 
 def _solve_toeplitz(c_or_cr, b, check_finite=True):
@@ -1242,9 +1276,9 @@ def _eigvalsh_tridiagonal_e(g, ans, d, e, select="a", select_range=None, check_f
     return _tridiagonal_grads(g, ans, d, e, True, select)[1]
 
 
-defvjp(intercepted(sl.eigh_tridiagonal), _eigh_tridiagonal_d, _eigh_tridiagonal_e,
+_scipy_rule(sl.eigh_tridiagonal, _eigh_tridiagonal_d, _eigh_tridiagonal_e,
        note="through the dense tridiagonal matrix; inf/nan at repeated eigenvalues with vector cotangents")
-defvjp(intercepted(sl.eigvalsh_tridiagonal), _eigvalsh_tridiagonal_d, _eigvalsh_tridiagonal_e)
+_scipy_rule(sl.eigvalsh_tridiagonal, _eigvalsh_tridiagonal_d, _eigvalsh_tridiagonal_e)
 
 
 # ---------------------------------------------------------------- banded Cholesky
@@ -1285,7 +1319,7 @@ def _cholesky_banded_vjp(g, ans, ab, overwrite_ab=False, lower=False, check_fini
     return grad + np.where(valid, 0, g)
 
 
-defvjp(intercepted(sl.cholesky_banded), _cholesky_banded_vjp, note="real input; through the dense factor")
+_scipy_rule(sl.cholesky_banded, _cholesky_banded_vjp, note="real input; through the dense factor")
 
 
 def _cho_solve_banded_parts(cb_and_lower, b, g):
@@ -1314,7 +1348,7 @@ def _cho_solve_banded_b(g, ans, cb_and_lower, b, overwrite_b=False, check_finite
     return _cho_solve_banded_parts(cb_and_lower, b, g)[2]
 
 
-defvjp(intercepted(sl.cho_solve_banded), _cho_solve_banded_cb, _cho_solve_banded_b, note="real input")
+_scipy_rule(sl.cho_solve_banded, _cho_solve_banded_cb, _cho_solve_banded_b, note="real input")
 
 
 # ---------------------------------------------------------------- RQ
@@ -1347,7 +1381,7 @@ def _rq_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", check_finite=
     return _T(gb)[..., ::-1, :]
 
 
-defvjp(intercepted(sl.rq), _rq_vjp, note="real input; modes 'economic', 'r', 'full' (unique rows only)")
+_scipy_rule(sl.rq, _rq_vjp, note="real input; modes 'economic', 'r', 'full' (unique rows only)")
 
 
 # ---------------------------------------------------------------- algebraic Riccati equations
@@ -1403,5 +1437,5 @@ def _riccati_rule(fun, grads, k):
 
 
 for _fun, _grads in ((sl.solve_continuous_are, _care_grads), (sl.solve_discrete_are, _dare_grads)):
-    defvjp(intercepted(_fun), *[_riccati_rule(_fun, _grads, k) for k in range(4)],
+    _scipy_rule(_fun, *[_riccati_rule(_fun, _grads, k) for k in range(4)],
            note="real input, e=None and s=None; through the closed-loop Lyapunov equation")
