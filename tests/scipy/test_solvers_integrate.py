@@ -62,6 +62,13 @@ def test_linear_decay_every_method_closed_form_first_and_second_order(method):
     assert np.isclose(hk, 4.0 * y0 * np.exp(-2 * k), rtol=rtol)
 
 
+def test_third_order_decay_closed_form():
+    def y(k):
+        return solve_ivp(lambda t, y: -k * y, (0.0, 2.0), [1.0], rtol=1e-11, atol=1e-13).y[0, -1]
+
+    assert np.isclose(tg.jacobian(tg.jacobian(tg.grad(y)))(0.7), -8 * np.exp(-1.4), rtol=1e-8)
+
+
 def oscillator(t, y, w, c):
     return np.array([y[1], -(w**2) * y[0] - c * y[1]])
 

@@ -58,6 +58,11 @@ def test_brentq_closure_matches_implicit_derivative_first_and_second_order():
     assert np.isclose(tg.hessian(cubic_root)(k), d2, rtol=1e-10)
 
 
+def test_third_order_one_chord_step_per_tape():
+    third = tg.jacobian(tg.jacobian(tg.grad(cubic_root)))(1.5)
+    assert np.isclose(third, fd(tg.hessian(cubic_root), 1.5, eps=1e-3), rtol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["brentq", "brenth", "ridder", "bisect", "toms748"])
 def test_bracketing_solvers_with_args(name):
     solver = getattr(scipy.optimize, name)
