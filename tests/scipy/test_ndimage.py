@@ -205,8 +205,8 @@ def test_scipy_errors_come_through():
 def test_clear_errors():
     with pytest.raises(GradientDroppedError, match=r"scipy.ndimage.correlate1d\(..., output=<array>\)"):
         tg.grad(lambda x: np.sum(nd.correlate1d(x, W1, output=np.zeros_like(X))))(X)
-    with pytest.raises(NonDifferentiableArgumentError, match="'sigma'"):
-        tg.grad(lambda s: np.sum(nd.gaussian_filter(X, s)))(np.array(1.0))
+    with pytest.raises(NonDifferentiableArgumentError, match="'truncate'"):
+        tg.grad(lambda t: np.sum(nd.gaussian_filter(X, 1.0, truncate=t)))(np.array(3.0))
     # a traced sigma used as a constant is fine
     g = tg.grad(lambda x: np.sum(nd.gaussian_filter(x, tg.stop_gradient(x[0, 0]) * 0 + 1.0)))(X)
     np.testing.assert_allclose(g, tg.grad(lambda x: np.sum(nd.gaussian_filter(x, 1.0)))(X), rtol=1e-12)
@@ -384,3 +384,27 @@ def test_fourier_filters(name):
     factors = f(np.ones_like(spectrum))
     jac = tg.jacobian(lambda x: np.real(f(x)))(spectrum.real)
     np.testing.assert_allclose(np.einsum("ijij->ij", jac), np.real(factors), rtol=1e-14)
+
+
+@pytest.mark.parametrize("order", range(4))
+def test_gaussian_filters_in_sigma_first_and_second_order(order):
+    f = lambda x, s: nd.gaussian_filter1d(x, s, order=order, mode="wrap")  # noqa: E731
+    assert np.array_equal(tg.vjp(f, X, np.array(1.3))[0], f(X, 1.3))
+    check_grads(f, (X, np.array(1.3)))
+    check_grads(lambda x, s: gaussian_filter(x, s, order=(order, 0)), (X, np.array([1.1, 0.7])))
+    check_grads(lambda s: nd.gaussian_laplace(X, s), (np.array(0.9),))
+    check_grads(lambda s: nd.gaussian_gradient_magnitude(X, s, mode="nearest"), (np.array(1.4),))
+
+
+def test_gaussian_sigma_closed_form():
+    # d/dsigma of the normalised kernel's weight at the centre, for a unit impulse (wide line, no border)
+    x = np.zeros(41)
+    x[20] = 1.0
+    s = 2.0
+    k = np.arange(-8, 9)
+    g = np.exp(-0.5 * k**2 / s**2)
+    z = g.sum()
+    dz = np.sum(g * k**2 / s**3)
+    expected = (1.0 * 0 - g[8] * dz / z) / z  # k = 0: d g_0 / ds = 0
+    got = tg.grad(lambda s: nd.gaussian_filter1d(x, s, truncate=4.0)[20])(np.array(s))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

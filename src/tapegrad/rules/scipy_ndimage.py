@@ -48,9 +48,10 @@ Selection filters (minimum/maximum/median/rank/percentile, the grey morphology
 built on them, ``scipy.signal.medfilt``) return SciPy's value with the
 derivative of the window samples equal to it (ties split equally).
 
-Derivatives are taken in ``input``, ``weights`` and ``cval``.  Complex inputs
-and weights are split into real correlations as SciPy does (complex weights
-are conjugated by ``correlate``, as in SciPy).  ``sigma``, ``size``,
+Derivatives are taken in ``input``, ``weights``, ``cval`` and the Gaussian
+filters' ``sigma`` (through the kernel, whose radius is piecewise constant in
+it).  Complex inputs and weights are split into real correlations as SciPy does
+(complex weights are conjugated by ``correlate``, as in SciPy).  ``size``,
 ``truncate`` and the other shape parameters are not differentiated: a traced
 one raises :class:`~tapegrad.errors.NonDifferentiableArgumentError`, and an
 ``output=`` *array* (SciPy's in-place result) raises
@@ -540,29 +541,63 @@ defcomposite(intercepted(_nd.uniform_filter), _uniform_filter)
 
 
 # ------------------------------------------------------------------ Gaussian filters
+def _gaussian_kernel(sigma: Any, order: int, radius: int) -> Any:
+    """SciPy's Gaussian (derivative) kernel, traced in ``sigma``: ``q(x) * phi(x)``.
+
+    ``phi`` is the normalised Gaussian on ``-radius .. radius`` and ``q`` the polynomial
+    that SciPy builds by applying ``D + P`` (``D``: x-derivative, ``P``: times ``-x/sigma^2``)
+    ``order`` times to 1.
+    """
+    x = np.arange(-radius, radius + 1, dtype=np.float64)
+    sigma2 = sigma * sigma
+    phi = np.exp((-0.5 * x * x) / sigma2)
+    phi = phi / np.sum(phi)
+    if order == 0:
+        return phi
+    powers = np.arange(order + 1)
+    q = np.zeros(order + 1)
+    q[0] = 1.0
+    step = np.diag(powers[1:].astype(np.float64), 1) + np.diag(np.ones(order), -1) * (-1.0 / sigma2)
+    for _ in range(order):
+        q = step @ q
+    return (x[:, None] ** powers) @ q * phi
+
+
+def _sigma_values(sigma: Any, n: int) -> list:
+    """``sigma`` as one entry per axis (entries of a traced sequence stay traced)."""
+    if _is_traced(sigma):
+        sigma = _as_array(sigma)
+        return [sigma] * n if np.ndim(sigma) == 0 else [sigma[i] for i in range(np.shape(sigma)[0])]
+    return list(_ni_support._normalize_sequence(sigma, n))
+
+
 def _gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0, *, radius=None):
-    for arg, value in (("sigma", sigma), ("order", order), ("truncate", truncate), ("radius", radius)):
+    for arg, value in (("order", order), ("truncate", truncate), ("radius", radius)):
         _constant("gaussian_filter1d", arg, value)
-    sd = float(sigma)
+    sd = float(strip(sigma))
     lw = int(truncate * sd + 0.5) if radius is None else radius
     if not isinstance(lw, (int, np.integer)) or lw < 0:
         raise ValueError("Radius must be a nonnegative integer.")
-    weights = _sf._gaussian_kernel1d(sigma, order, lw)[::-1]
+    weights = _sf._gaussian_kernel1d(sd, order, lw)[::-1]
+    if _is_traced(sigma):
+        # SciPy's weights, carrying the derivative of the kernel in sigma (the radius is
+        # piecewise constant in sigma: no derivative there).
+        weights = _with_value(np.ascontiguousarray(weights), _gaussian_kernel(sigma, order, lw)[::-1])
     return _correlate1d(input, weights, axis, output, mode, cval, 0)
 
 
 def _gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0, *, radius=None, axes=None):
     x = _as_array(input)
-    for arg, value in (("sigma", sigma), ("order", order), ("truncate", truncate), ("radius", radius), ("axes", axes)):
+    for arg, value in (("order", order), ("truncate", truncate), ("radius", radius), ("axes", axes)):
         _constant("gaussian_filter", arg, value)
     dtype = _output_dtype("gaussian_filter", output, strip(x))
     axes = _ni_support._check_axes(axes, np.ndim(x))
     n = len(axes)
     orders = _ni_support._normalize_sequence(order, n)
-    sigmas = _ni_support._normalize_sequence(sigma, n)
+    sigmas = _sigma_values(sigma, n)
     modes = _ni_support._normalize_sequence(mode, n)
     radii = _ni_support._normalize_sequence(radius, n)
-    passes = [(axes[i], sigmas[i], orders[i], modes[i], radii[i]) for i in range(n) if sigmas[i] > 1e-15]
+    passes = [(axes[i], sigmas[i], orders[i], modes[i], radii[i]) for i in range(n) if strip(sigmas[i]) > 1e-15]
     if not passes:
         return _copy_as(x, dtype)
     y = x
@@ -626,7 +661,7 @@ def _laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
 
 
 def _sigma_per_axis(sigma: Any, axes: list, ndim: int) -> list:
-    sigmas = _ni_support._normalize_sequence(sigma, len(axes))
+    sigmas = _sigma_values(sigma, len(axes))
     if len(axes) < ndim:
         full = [0] * ndim
         for s, a in zip(sigmas, axes):
@@ -646,7 +681,6 @@ def _gaussian_derivative(power: int) -> Callable[..., Any]:
 
 def _gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
     x = _as_array(input)
-    _constant("gaussian_laplace", "sigma", sigma)
     axes = _ni_support._check_axes(axes, np.ndim(x))
     sigmas = _sigma_per_axis(sigma, axes, np.ndim(x))
     return _generic_laplace(x, _gaussian_derivative(2), output, mode, cval, extra_arguments=(sigmas,), extra_keywords=kwargs, axes=axes)
@@ -673,7 +707,6 @@ def _generic_gradient_magnitude(input, derivative, output=None, mode="reflect", 
 
 def _gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
     x = _as_array(input)
-    _constant("gaussian_gradient_magnitude", "sigma", sigma)
     axes = _ni_support._check_axes(axes, np.ndim(x))
     sigmas = _sigma_per_axis(sigma, axes, np.ndim(x))
     return _generic_gradient_magnitude(
