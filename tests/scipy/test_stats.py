@@ -416,6 +416,23 @@ def test_multivariate_normal_entropy_and_shapes():
                                                                allow_singular=True)))(MEAN)
 
 
+def test_frozen_multivariate_methods_without_rules_refuse():
+    # SciPy would compute them from the plain copies its constructor keeps: a silent zero
+    with pytest.raises(UnsupportedFunctionError, match=r"multivariate_normal\(\.\.\.\)\.cdf"):
+        tg.grad(lambda m: st.multivariate_normal(m, COV).cdf(XS[0]))(MEAN)
+    with pytest.raises(UnsupportedFunctionError, match=r"multivariate_t\(\.\.\.\)\.rvs"):
+        tg.grad(lambda m: np.sum(st.multivariate_t(m, COV, 4.0).rvs(random_state=0)))(MEAN)
+    frozen = st.multivariate_normal(MEAN, COV)  # plain parameters: SciPy's own results while recording
+    seen = {}
+
+    def f(x):
+        seen["pdf"] = frozen.pdf(XS[0])
+        return np.sum(frozen.logpdf(x))
+
+    tg.grad(f)(XS)
+    assert seen["pdf"] == frozen.pdf(XS[0])
+
+
 def test_multivariate_t_and_dirichlet():
     check_grads(lambda x, m, c, df: st.multivariate_t.logpdf(x, m, c, df), [XS, MEAN, COV, 3.5], rtol=1e-5)
     check_grads(lambda x, m, c, df: st.multivariate_t(m, c, df).pdf(x), [XS, MEAN, COV, 3.5], rtol=1e-5)

@@ -24,7 +24,7 @@ from typing import Any, Tuple
 import numpy as np
 from scipy.stats import _multivariate as mv
 
-from ..errors import NonDifferentiableArgumentError
+from ..errors import NonDifferentiableArgumentError, UnsupportedFunctionError
 from ..registry import defcomposite, intercepted
 from ..tracer import Tracer, strip
 
@@ -240,7 +240,27 @@ def _mvt_frozen_pdf(self: Any, x: Any) -> Any:
     return np.exp(_mvt_frozen_logpdf(self, x))
 
 
+def _frozen_unsupported(dist: str, name: str) -> Any:
+    def impl(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedFunctionError(
+            f"scipy.stats.{dist}(...).{name}",
+            f"tapegrad differentiates the logpdf, pdf{' and entropy' if dist == 'multivariate_normal' else ''} "
+            f"of a frozen {dist} made from traced parameters (or called at traced points); "
+            f"pass plain parameters to use {name}.",
+        )
+
+    return impl
+
+
 def _register() -> None:
+    # Methods of a frozen object made from traced parameters that have no rule refuse
+    # (SciPy would compute them from the plain copies the constructor keeps).
+    for dist, frozen in (("multivariate_normal", mv.multivariate_normal_frozen),
+                         ("multivariate_t", mv.multivariate_t_frozen)):
+        for name in ("cdf", "logcdf", "rvs", "marginal", "entropy"):
+            fun = frozen.__dict__.get(name)
+            if fun is not None and not (dist == "multivariate_normal" and name == "entropy"):
+                defcomposite(intercepted(fun, inspect_self=True), _frozen_unsupported(dist, name))
     gen, frozen = mv.multivariate_normal_gen, mv.multivariate_normal_frozen
     defcomposite(intercepted(gen.__dict__["logpdf"]), _mvn_logpdf)
     defcomposite(intercepted(gen.__dict__["pdf"]), _mvn_pdf)
