@@ -111,3 +111,36 @@ def test_full_keeps_numpys_dtype_and_writes_stay_traced():
     # out = [x0, 2 x1, x0] in float32: f = x0^2 + 2 x1^2 + x0 x2
     np.testing.assert_allclose(tg.grad(f)(X), [2 * X[0] + X[2], 4 * X[1], X[0]])
     assert np.full((2,), 3.0).tolist() == [3.0, 3.0]  # plain calls unchanged
+
+
+def _masked_quotient(x):
+    d = np.maximum(x, 0)
+    q = np.divide(np.sin(x), d, out=np.zeros_like(x), where=d != 0)
+    return np.sum(q * x)
+
+
+def _rewritten(x):
+    d = np.maximum(x, 0)
+    return np.sum(np.where(d != 0, np.sin(x) / np.where(d != 0, d, 1.0), 0.0) * x)
+
+
+def test_ufunc_out_into_a_traced_array_with_where():
+    x = np.array([-1.0, 0.5, 2.0, -0.3])
+    assert _masked_quotient(x.copy()) == pytest.approx(_rewritten(x))
+    np.testing.assert_array_equal(tg.grad(_masked_quotient)(x), tg.grad(_rewritten)(x))
+    np.testing.assert_allclose(tg.grad(_masked_quotient)(x), _fd(_masked_quotient, x), rtol=1e-6, atol=1e-9)
+    h = tg.hessian(_masked_quotient)(x)
+    assert np.isfinite(h).all()
+    np.testing.assert_allclose(h, tg.hessian(_rewritten)(x))
+
+    def accumulate(x):
+        y = x * 1.0
+        np.multiply(y, 2.0, out=y)
+        np.add(y, x, out=(y,), where=x > 0)
+        return np.sum(y**2)
+
+    np.testing.assert_allclose(tg.grad(accumulate)(x), np.where(x > 0, 18.0, 8.0) * x)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        tg.grad(lambda x: np.sum(np.add(x, 1.5j, out=np.zeros_like(x))))(x)  # complex into float64
+    with pytest.raises(tg.GradientDroppedError, match="out="):
+        tg.grad(lambda x: np.sum(np.add(x, 1.0, out=np.zeros(4))))(x)  # a plain out= still refused

@@ -458,12 +458,52 @@ def _reject_out(name: str, kwargs: dict) -> None:
         )
 
 
+def _into_traced_out(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``ufunc(*inputs, out=y, where=mask)`` with a traced ``y``: an in-place write into ``y``.
+
+    ``np.divide(a, b, out=np.zeros_like(b), where=b != 0)`` is ``y = where(mask, a / b, y)``
+    written into ``y`` (recorded as any in-place update of a traced array); ``None`` when
+    ``out`` is not one traced array (a plain one is refused by the caller).
+    """
+    out = kwargs["out"]
+    target = out[0] if type(out) is tuple and len(out) == 1 else out
+    if type(target) is not Tracer or method != "__call__" or ufunc.nout != 1:
+        return None
+    where = kwargs.get("where", True)
+    rest = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
+    casting = rest.pop("casting", "same_kind")
+    if where is True:
+        result = dispatch_ufunc(ufunc, method, inputs, rest)
+    else:
+        # NumPy never computes the masked entries: neither do their warnings appear.
+        with np.errstate(all="ignore"):
+            result = dispatch_ufunc(ufunc, method, inputs, rest)
+    dtype = result.dtype if type(result) is Tracer else np.result_type(result)
+    if not np.can_cast(dtype, target.dtype, casting=casting):
+        raise TypeError(
+            f"Cannot cast ufunc '{ufunc.__name__}' output from {dtype!r} to {target.dtype!r} "
+            f"with casting rule {casting!r}"
+        )
+    if np.shape(result) != target.shape:
+        result = np.broadcast_to(result, target.shape)
+    if where is not True:
+        result = np.where(strip(where), result, target)
+    if dtype != target.dtype:
+        result = result.astype(target.dtype)
+    if type(result) is not Tracer:  # every input was a constant: the written entries are too
+        result = target._tape.constant(np.asarray(result))
+    return ROUTES.write(target, result, None)
+
+
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, observe: bool = True) -> Any:
     """The body of ``Tracer.__array_ufunc__``."""
     if _observing and observe and getattr(_THREAD, "observer", None) is not None:
         key = ufunc if method == "__call__" else (ufunc, method)
         return _THREAD.observer(key, inputs, kwargs, lambda: dispatch_ufunc(ufunc, method, inputs, kwargs, False))
     if "out" in kwargs:
+        written = _into_traced_out(ufunc, method, inputs, kwargs)
+        if written is not None:
+            return written
         _reject_out(function_name(ufunc if method == "__call__" else (ufunc, method)), kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     key = ufunc if method == "__call__" else (ufunc, method)
