@@ -394,3 +394,19 @@ def test_random_programs_first_and_second_order(seed, monkeypatch):
     x = rng.random((4, 5))
     check(f, x)
     check(lambda x: np.sum(f(x) ** 2), x, hessian=True)
+
+
+def test_sum_of_lazy_sums_keeps_the_grouping(monkeypatch):
+    """``(a + b) + (c + d)`` is not ``((a + b) + c) + d`` in floating point: the batches keep the grouping."""
+    monkeypatch.setattr(sb, "_LAZY", 0)
+    S = sb.SparseCotangent
+    a = S((3, 4), np.array([0, 1, 2]), np.array([0, 1, 2]), np.array([1.0, 2.0, 3.0]))
+    b = S((3, 4), np.array([0, 1]), np.array([1, 1]), np.array([1e16, 5.0]))
+    c = S((3, 4), np.array([0, 2]), np.array([1, 3]), np.array([-1e16, 7.0]))
+    d = S((3, 4), np.array([0]), np.array([1]), np.array([1.0]))
+    for got, want in (
+        ((a + b) + (c + d), (a.dense() + b.dense()) + (c.dense() + d.dense())),
+        ((a + b) - (c + d), (a.dense() + b.dense()) - (c.dense() + d.dense())),
+        (((a + b) + c) + d, ((a.dense() + b.dense()) + c.dense()) + d.dense()),
+    ):
+        assert np.array_equal(got.to_array(), want)

@@ -527,6 +527,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
         """``self + other`` (or ``-``): entries at one position are added, each once."""
         if self._parts is not None or other._parts is not None or self.nnz + other.nnz > _LAZY:
             if other.dtype == self.dtype:
+                if other._parts is not None:
+                    other._resolve()  # a sum of its own, added before it joins this one
                 term = other._with_data(-other.data) if subtract else other
                 return SparseCotangent._sum_of(self.shape, (self._parts or [self]) + [term])
         b = -other.data if subtract else other.data
