@@ -102,6 +102,13 @@ def test_newton_with_fprime_and_vector_x0():
     assert np.allclose(J, np.diag(0.5 / np.sqrt(k)), rtol=1e-10, atol=1e-14)
     check_grads(roots, (k,), eps=1e-6, rtol=1e-6, atol=1e-8)
 
+    def full(k):  # full_output keeps SciPy's namedtuple, its root traced
+        res = newton(lambda x: x * x - k, np.ones(3), full_output=True, tol=1e-14)
+        assert res.converged.all()
+        return res.root
+
+    assert np.allclose(tg.jacobian(full)(k), J, rtol=1e-12)
+
 
 @pytest.mark.parametrize(
     "options",

@@ -35,6 +35,12 @@ __all__: list = []
 
 
 # ---------------------------------------------------------------------- roots
+def _args_tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 def _root_of(call: Call, residual: Callable[[Any], Any], root: Any, what: str = "Jacobian of the function") -> Any:
     """The traced root: SciPy's ``root`` with the implicit function's derivatives."""
     x0 = np.asarray(strip_tree(root), dtype=np.float64)
@@ -64,7 +70,7 @@ def _scalar_bracket(key: Any, function: str = "f") -> Any:
         out = call.run()
         if not call.traced:
             return out
-        f, fargs = call.get(function), tuple(call.get("args") if isinstance(call.get("args"), (tuple, list)) else (call.get("args"),))
+        f, fargs = call.get(function), _args_tuple(call.get("args"))
         root = out[0] if call.get("full_output") else out
         x = _root_of(call, lambda x: f(x, *fargs), root, "derivative of the function")
         if call.get("full_output"):
@@ -80,12 +86,6 @@ for _name in ("brentq", "brenth", "ridder", "bisect", "toms748"):
     defcomposite(intercepted(_key, route_all=True), _scalar_bracket(_key))
 
 
-def _args_tuple(value: Any) -> tuple:
-    if value is None:
-        return ()
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
 def _newton(*args: Any, **kwargs: Any) -> Any:
     call = Call(_opt.newton, args, kwargs, ("func", "fprime", "fprime2"))
     out = call.run()
@@ -96,8 +96,9 @@ def _newton(*args: Any, **kwargs: Any) -> Any:
     root = out[0] if full else out
     x = _root_of(call, lambda x: f(x, *fargs), root, "derivative of the function")
     if full:
-        if hasattr(out[1], "root"):
-            out[1].root = x
+        if hasattr(out, "_replace"):  # an array x0: the namedtuple (root, converged, zero_der)
+            return out._replace(root=x)
+        out[1].root = x
         return (x,) + tuple(out[1:])
     return x
 
