@@ -356,6 +356,17 @@ def test_median_and_interval_run_scipys_own_code():
     np.testing.assert_allclose([lo, hi], [-st.norm.ppf(0.95), st.norm.ppf(0.95)], rtol=1e-12)
 
 
+def test_nnlf():
+    data = st.gamma.rvs(2.5, loc=0.1, scale=1.7, size=30, random_state=np.random.default_rng(1))
+    theta = np.array([2.3, 0.05, 1.6])
+    check_grads(lambda th: st.gamma.nnlf(th, data), [theta])
+    check_grads(lambda a, s: st.gamma.nnlf((a, 0.05, s), data), [2.3, 1.6])
+    np.testing.assert_array_equal(tg.vjp(lambda th: st.gamma.nnlf(th, data), theta)[0], st.gamma.nnlf(theta, data))
+    outside = np.array([2.3, 5.0, 1.6])  # loc above some data: SciPy's inf, a constant
+    value, g = tg.value_and_grad(lambda th: st.gamma.nnlf(th, data))(outside)
+    assert value == np.inf and np.array_equal(g, np.zeros(3))
+
+
 # ------------------------------------------------------------------ clear errors
 def test_clear_errors_name_distribution_method_and_parameter():
     with pytest.raises(NonDifferentiableArgumentError, match=r"gamma\.cdf with respect to a"):

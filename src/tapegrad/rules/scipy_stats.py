@@ -504,6 +504,24 @@ def _frozen_init(self: Any, dist: Any, *args: Any, **kwds: Any) -> None:
     self.kwds = kwds
 
 
+# ---------------------------------------------------------------- the negative log-likelihood
+def _nnlf(self: Any, theta: Any, x: Any) -> Any:
+    """``nnlf(theta, x)``: SciPy's value; the derivative of ``-sum(logpdf(x, *shapes, loc, scale))``."""
+    from scipy.stats._distn_infrastructure import rv_generic
+
+    exact = rv_generic.nnlf(self, strip_all(theta), strip_all(x))
+    refs = (tuple(theta) if isinstance(theta, (tuple, list)) else (theta,)) + (x,)
+    if not isinstance(self, rv_continuous):
+        raise UnsupportedFunctionError(
+            f"{_where(self, 'nnlf')}", "tapegrad differentiates nnlf of continuous distributions; "
+            "write -np.sum(dist.logpmf(k, ...)) for a discrete one."
+        )
+    if not np.isfinite(exact):  # invalid parameters or data outside the support: SciPy's inf
+        return _constant(exact, refs)
+    loc, scale, args = self._unpack_loc_scale(theta)
+    return _result(-np.sum(self.logpdf(x, *args, loc=loc, scale=scale)), exact)
+
+
 # ---------------------------------------------------------------- other methods: clear errors
 def _unsupported(name: str) -> Callable[..., Any]:
     def impl(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -525,9 +543,12 @@ def _register() -> None:
     defcomposite(intercepted(rv_frozen.__dict__["__init__"]), _frozen_init)
     from scipy.stats._distn_infrastructure import rv_generic
 
+    if "nnlf" in rv_generic.__dict__:
+        defcomposite(intercepted(rv_generic.__dict__["nnlf"]), _nnlf)
+
     for owner in (rv_generic, rv_continuous, rv_discrete):
         # median and interval are SciPy's own ppf calls: they run as they are.
-        for name in ("rvs", "stats", "entropy", "moment", "mean", "var", "std", "expect", "nnlf", "fit",
+        for name in ("rvs", "stats", "entropy", "moment", "mean", "var", "std", "expect", "fit",
                      "fit_loc_scale", "logrvs"):
             fun = owner.__dict__.get(name)
             if callable(fun) and getattr(fun, "__code__", None) is not None:
