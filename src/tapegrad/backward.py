@@ -290,11 +290,16 @@ def backward(
     """
     mode = _MODE.get()
     with sweeping(tape):  # rules reuse the forward's remembered values (memo.remembered)
-        if mode == "on" or (mode == "auto" and any(is_duck_array(s) for s in seeds)):
+        if mode == "on" or (mode == "auto" and _lazy(seeds)):
             # Forced, or lazy (Dask) cotangents, which cannot be looked at without computing.
             return _sweep(tape, roots, seeds, sources, batch, stop, release, _SafeRules())
         found = _sweep(tape, roots, seeds, sources, batch, stop, release, RULE_TABLE)
-        if mode == "off" or not any(_has_nan(v) for v in found.values()):
+        if mode == "off":
+            return found
+        for value in found.values():
+            if _has_nan(value):
+                break
+        else:
             return found
         if release:  # the values the second sweep would need are gone
             raise StrongZerosNeeded()
@@ -334,9 +339,16 @@ def strong_zeros(mode: str = "on") -> Iterator[None]:
         _MODE.reset(token)
 
 
+def _lazy(seeds: Sequence[Any]) -> bool:
+    for seed in seeds:
+        if type(seed) is not np.ndarray and is_duck_array(seed):
+            return True
+    return False
+
+
 def _has_nan(value: Any) -> bool:
     """Whether a result of the sweep holds NaN (a tracer is looked at through its value)."""
-    raw = strip(value)
+    raw = value if type(value) is np.ndarray else strip(value)
     if isinstance(raw, np.generic):  # a 0-d result can be a NumPy scalar
         return raw.dtype.kind in "fc" and bool(np.isnan(raw))
     if type(raw) is not np.ndarray or raw.dtype.kind not in "fc":
