@@ -24,12 +24,27 @@ follows the public method's own steps:
    answer (value unchanged, first and second derivatives those of the implicit
    function).
 
+Private methods that compute one of ``_pdf`` / ``_logpdf`` in compiled code
+are traced through the other; those written with SciPy's ``apply_where`` and
+``_lazyselect`` run through their rules (:mod:`.scipy_stats_where`).  A traced
+shape parameter exactly at ``0``, where generalized families (``genextreme``,
+``genpareto``, ``kappa4``, ``tukeylambda``) switch to a limit formula constant
+in it, takes its derivatives from the general formula on both sides
+(:func:`_limit_entries`).
+
 A private method that cannot be traced in a parameter that is traced raises
 :class:`~tapegrad.errors.NonDifferentiableArgumentError` naming the
-distribution, the method and the parameter, never a silent zero.  Discrete
-distributions are differentiated in their shape parameters; their argument
-``k`` and ``loc`` are integer-valued (a traced one is an error), and ``ppf``
-and ``isf`` are step functions (an error too).
+distribution, the method and the parameter, never a silent zero; so does a
+shape parameter SciPy accepts only at whole numbers (``binom``'s ``n``).
+Discrete distributions are differentiated in their shape parameters; their
+argument ``k`` and ``loc`` are integer-valued (a traced one is an error), and
+``ppf`` and ``isf`` are step functions (an error too).
+
+``nnlf`` of a continuous distribution has a rule (the sum of its traced
+``logpdf``); ``median``, ``interval`` and ``support`` run SciPy's own code,
+which calls the rules above.  ``mean``, ``var``, ``std``, ``stats``,
+``moment``, ``entropy``, ``expect``, ``fit`` and ``rvs`` with traced arguments
+raise :class:`~tapegrad.errors.UnsupportedFunctionError`.
 
 The multivariate ``multivariate_normal``, ``multivariate_t`` and ``dirichlet``
 are composites of NumPy linear algebra and ``scipy.special`` calls
