@@ -339,6 +339,15 @@ def test_ode_class_with_a_traced_right_hand_side_is_a_clear_error():
     assert tg.grad(g)(2.0) == plain.integrate(1.0)[0]
 
 
+def test_nquad_falls_out_of_quad_closed_form():
+    def d(a):  # the square of int_0^1 exp(-a x^2) dx
+        return scipy.integrate.nquad(lambda x, y: np.exp(-a * (x * x + y * y)), [[0, 1], [0, 1]])[0]
+
+    inner = quad(lambda x: np.exp(-0.7 * x * x), 0, 1, epsabs=1e-14)[0]
+    dinner = -quad(lambda x: x * x * np.exp(-0.7 * x * x), 0, 1, epsabs=1e-14)[0]
+    assert np.isclose(tg.grad(d)(0.7), 2 * inner * dinner, rtol=1e-9)
+
+
 def test_quad_weight_is_a_clear_error():
     with pytest.raises(NonDifferentiableArgumentError, match="quad.*weight"):
         tg.grad(lambda k: quad(lambda x: k * x, 0.0, 1.0, weight="cos", wvar=2.0)[0])(1.0)
