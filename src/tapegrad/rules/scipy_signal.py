@@ -38,7 +38,13 @@ Spectra
 ``ShortTimeFFT.stft_detrend`` writes each segment's FFT into a preallocated
 array; its composite stacks them instead, so ``welch``, ``periodogram``,
 ``csd``, ``spectrogram`` and ``ShortTimeFFT.stft``/``spectrogram`` run SciPy's
-own code on tracers (quadratic in ``x``: first and second order).
+own code on tracers (quadratic in ``x``: first and second order); the legacy
+helper behind ``spectrogram``, ``stft`` and ``coherence`` (``_fft_helper``, a
+sliding-window view) gets the same segments by the same means.
+
+Also here: ``convolve2d``/``correlate2d`` (boundary extension, then a full
+convolution), ``upfirdn`` (zero insertion, convolution, decimation; so
+``resample_poly`` and FIR ``decimate`` run SciPy's own code) and ``lfiltic``.
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from typing import Any
 
 import numpy as np
 import scipy.signal as _sig
+import scipy.fft as _sig_fft
 from scipy.signal import _signaltools as _st
+from scipy.signal import _spectral_py as _spectral
 from scipy.signal._arraytools import axis_reverse, axis_slice
 
 from ..dispatch import primitive, strip
@@ -720,4 +728,28 @@ defcomposite(
     intercepted(_sig.ShortTimeFFT.stft_detrend),
     _stft_detrend,
     note="segments stacked instead of written into a preallocated array (welch, periodogram, csd, spectrogram)",
+)
+
+
+def _fft_helper(x, win, detrend_func, nperseg, noverlap, nfft, sides):
+    # The legacy spectral helper (spectrogram, stft, istft's inputs): SciPy's sliding
+    # window view becomes the same segments cut from whole hops (or stacked slices).
+    x = _as_array(x)
+    if nperseg == 1 and noverlap == 0:
+        segments = x[..., None]
+    else:
+        step = nperseg - noverlap
+        count = (np.shape(x)[-1] - nperseg) // step + 1
+        segments = _segments(x, nperseg, 0, step, 0, 0, count)
+    segments = detrend_func(segments)
+    segments = win * segments
+    if sides == "twosided":
+        return _sig_fft.fft(segments, n=nfft)
+    return _sig_fft.rfft(np.real(segments), n=nfft)
+
+
+defcomposite(
+    intercepted(_spectral._fft_helper),
+    _fft_helper,
+    note="segments cut without a sliding-window view (spectrogram, stft, coherence's legacy path)",
 )
