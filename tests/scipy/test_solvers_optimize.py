@@ -522,23 +522,33 @@ def test_curve_fit_sigma_bounds_and_second_order():
 
 
 # ---------------------------------------------------------------------- the door's guarantees
-def test_no_tracer_gives_scipy_exact_results_and_restores_code():
-    codes = {f: f.__code__ for f in (brentq, newton, root, minimize, least_squares, curve_fit)}
-    expected = (
+def _plain_calls():
+    return (
         brentq(lambda x: x**3 + x - 1.0, 0.0, 2.0),
+        newton(lambda x: x * x - 2.0, 1.0),
         root(lambda z: [z[0] ** 2 - 2.0, z[1] - 1.0], [1.0, 1.0]).x,
+        fsolve(lambda z: [z[0] ** 2 - 2.0, z[1] - 1.0], [1.0, 1.0]),
         minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2)).x,
+        minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2), method="SLSQP",
+                 constraints={"type": "eq", "fun": lambda x: x[0] - 2 * x[1]}).x,
+        so.minimize_scalar(lambda x: (x - 1.0) ** 2).x,
+        so.fmin_bfgs(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2), disp=0),
+        least_squares(lambda p: p[0] * np.exp(-p[1] * X) - Y, np.array([1.0, 1.0])).x,
+        so.leastsq(lambda p: p[0] * np.exp(-p[1] * X) - Y, np.array([1.0, 1.0]))[0],
         curve_fit(model, X, Y, p0=[1.0, 1.0])[0],
+        curve_fit(model, X, Y, p0=[1.0, 1.0])[1],
+        so.fixed_point(lambda x: np.cos(x), 0.5),
     )
+
+
+def test_no_tracer_gives_scipy_exact_results_and_restores_code():
+    codes = {f: f.__code__ for f in (brentq, newton, root, fsolve, minimize, least_squares, curve_fit,
+                                     so.minimize_scalar, so.fmin_bfgs, so.leastsq, so.fixed_point)}
+    expected = _plain_calls()
     seen = []
 
     def f(w):
-        seen.append((
-            brentq(lambda x: x**3 + x - 1.0, 0.0, 2.0),
-            root(lambda z: [z[0] ** 2 - 2.0, z[1] - 1.0], [1.0, 1.0]).x,
-            minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2)).x,
-            curve_fit(model, X, Y, p0=[1.0, 1.0])[0],
-        ))
+        seen.append(_plain_calls())
         return w * w
 
     tg.grad(f)(2.0)
