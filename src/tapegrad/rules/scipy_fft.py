@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import scipy.fft
-from scipy.fft import _basic_backend, _fftlog_backend, _realtransforms_backend
+from scipy.fft import _basic_backend, _fftlog_backend, _helper, _realtransforms_backend
 
 from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError
@@ -325,4 +325,17 @@ def _hankel(inverse):
 
 
 defcomposite(intercepted(_fftlog_backend.fht), _hankel(False), note="SciPy's FFTLog steps on the traced array")
+
+
+# ----------------------------------------------------------------- shifts
+def _shift(numpy_shift):
+    # SciPy's fftshift/ifftshift are NumPy's (a roll) for NumPy arrays and tracers alike.
+    def impl(x, axes=None):
+        return numpy_shift(x, axes=axes)
+
+    return impl
+
+
+for _name in ("fftshift", "ifftshift"):
+    defcomposite(intercepted(getattr(_helper, _name)), _shift(getattr(np.fft, _name)), note="numpy.fft's rule")
 defcomposite(intercepted(_fftlog_backend.ifht), _hankel(True), note="SciPy's FFTLog steps on the traced array")

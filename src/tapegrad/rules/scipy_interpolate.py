@@ -1150,14 +1150,17 @@ defcomposite(intercepted(_PPolyBase.__call__, inspect_self=True), _ppoly_call, n
 defcomposite(intercepted(PPoly.derivative, inspect_self=True), _ppoly_derivative, note=_NOTE)
 defcomposite(intercepted(PPoly.antiderivative, inspect_self=True), _ppoly_antiderivative, note=_NOTE)
 defcomposite(intercepted(PPoly.integrate, inspect_self=True), _ppoly_integrate, note=_NOTE)
+_REFUSED = "refused with a tapegrad error naming the argument: "
 for _method, _why in (
     ("roots", "the roots of a traced piecewise polynomial are not differentiated"),
     ("solve", "the solutions of p(x) = y are not differentiated"),
 ):
-    defcomposite(intercepted(getattr(PPoly, _method), inspect_self=True), _ppoly_unsupported(_method, _why))
+    defcomposite(intercepted(getattr(PPoly, _method), inspect_self=True), _ppoly_unsupported(_method, _why),
+                 note=_REFUSED + _why)
 defcomposite(
     intercepted(_PPolyBase.extend, inspect_self=True),
     _ppoly_unsupported("extend", "extending a traced piecewise polynomial in place is not supported"),
+    note=_REFUSED + "extending a traced piecewise polynomial in place",
 )
 
 defcomposite(intercepted(BSpline.__init__), _bspline_init, note=_NOTE)
@@ -1178,4 +1181,5 @@ defcomposite(intercepted(interpn), _interpn, note=_NOTE)
 defcomposite(intercepted(lagrange), _lagrange, note="in the values w; all len(x) coefficients kept")
 defcomposite(intercepted(_fitpack_impl.splev), _splev, note="splev and UnivariateSpline.__call__: " + _NOTE)
 for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
-    defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__))
+    defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__),
+                 note=_REFUSED + "FITPACK chooses the knots from the data (evaluation at traced points works)")
