@@ -175,6 +175,15 @@ def test_linear_operators_equal_dense_transpose(name):
     assert_adjoint(OTHER_LINEAR[name], x, exact=False)
 
 
+@pytest.mark.parametrize("mode", ["interp", "mirror", "constant", "nearest", "wrap"])
+def test_savgol_filter_in_x_delta_and_cval(mode):
+    for args in ((7, 2), (5, 3, 1), (6, 2, 2), (7, 4, 3), (9, 0)):
+        f = lambda x, d, c: ss.savgol_filter(x, *args, mode=mode, delta=d, cval=c)  # noqa: E731
+        assert np.array_equal(tg.vjp(f, X, np.array(0.7), np.array(0.3))[0], f(X, 0.7, 0.3))
+        assert_adjoint(lambda x: ss.savgol_filter(x, *args, mode=mode, delta=0.7), X)
+        check_grads(f, (X, np.array(0.7), np.array(0.3)))
+
+
 # ------------------------------------------------------------------ convolution
 K2 = rng.standard_normal((2, 3))
 M2 = rng.standard_normal((5, 6))

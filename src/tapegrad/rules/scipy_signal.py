@@ -44,7 +44,12 @@ sliding-window view) gets the same segments by the same means.
 
 Also here: ``convolve2d``/``correlate2d`` (boundary extension, then a full
 convolution), ``upfirdn`` (zero insertion, convolution, decimation; so
-``resample_poly`` and FIR ``decimate`` run SciPy's own code) and ``lfiltic``.
+``resample_poly`` and FIR ``decimate`` run SciPy's own code), ``lfiltic`` and
+``savgol_filter`` (``ndimage.convolve1d`` with ``savgol_coeffs``; in
+``mode='interp'`` the edges are the linear map of the polynomial fit, applied
+to the first and last windows; also in ``delta`` and ``cval``).  Where a
+composite is not SciPy's own arithmetic it returns SciPy's value and lends it
+the traced computation's derivatives.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import scipy.ndimage as _nd
 import scipy.signal as _sig
 import scipy.fft as _sig_fft
 from scipy.signal import _signaltools as _st
@@ -752,4 +758,52 @@ defcomposite(
     intercepted(_spectral._fft_helper),
     _fft_helper,
     note="segments cut without a sliding-window view (spectrogram, stft, coherence's legacy path)",
+)
+
+
+# ------------------------------------------------------------------ Savitzky-Golay
+_sp_savgol_filter = _sig.savgol_filter
+
+
+def _edge_fit(window: int, polyorder: int, deriv: int, points: np.ndarray) -> np.ndarray:
+    """The linear map from ``window`` samples to the fitted polynomial's ``deriv``-th derivative at ``points``."""
+    coef = np.polyfit(np.arange(window, dtype=np.float64), np.eye(window), polyorder)  # (polyorder + 1, window)
+    for _ in range(deriv):
+        coef = coef[:-1] * np.arange(coef.shape[0] - 1, 0, -1)[:, None]
+    if coef.shape[0] == 0:
+        return np.zeros((len(points), window))
+    return np.polyval(coef, points.astype(np.float64)[:, None])
+
+
+def _savgol_filter(x, window_length, polyorder, deriv=0, delta=1.0, axis=-1, mode="interp", cval=0.0):
+    for arg, value in (("window_length", window_length), ("polyorder", polyorder), ("deriv", deriv), ("axis", axis), ("mode", mode)):
+        _constant("savgol_filter", arg, value)
+    x = _as_array(x)
+    if np.result_type(strip(x)) not in (np.float64, np.float32):
+        x = x.astype(np.float64)
+    # SciPy's checks and value; the traced computation below only lends it derivatives.
+    value = np.asarray(_sp_savgol_filter(strip(x), window_length, polyorder, deriv, strip(delta), axis, mode, strip(cval)))
+    coeffs = _sig.savgol_coeffs(window_length, polyorder, deriv=deriv, delta=1.0)
+    # The delta dependence is a factor delta ** -deriv (1 exactly at the point itself).
+    scale = 1.0 / np.asarray(strip(delta), dtype=np.float64) ** deriv
+    if _traced(delta) and deriv:
+        scale = scale * (strip(delta) / delta) ** deriv
+    if mode != "interp":
+        return _with_value(value, _nd.convolve1d(x, coeffs * scale, axis=axis, mode=mode, cval=cval))
+    y = _nd.convolve1d(x, coeffs * scale, axis=axis, mode="constant")
+    axis = _negative_axis(axis, np.ndim(x))
+    n, half = np.shape(x)[axis], window_length // 2
+    xl, yl = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+    left = xl[..., :window_length] @ _edge_fit(window_length, polyorder, deriv, np.arange(half)).T
+    right_points = np.arange(window_length - half, window_length)
+    right = xl[..., n - window_length :] @ _edge_fit(window_length, polyorder, deriv, right_points).T
+    middle = yl[..., half : n - half]
+    y = np.concatenate([left * scale, middle, right * scale], axis=-1)
+    return _with_value(value, np.moveaxis(y, -1, axis))
+
+
+defcomposite(
+    intercepted(_sig.savgol_filter),
+    _savgol_filter,
+    note="the convolution with savgol_coeffs, edges by the linear map of the polynomial fit; also in delta and cval",
 )
