@@ -285,6 +285,17 @@ def test_quad_args_points_and_kink():
     assert np.isclose(tg.grad(kink)(0.7), 1.0, rtol=1e-10)  # int_0^2 |x-1| x dx = 1
 
 
+def test_quad_traced_breakpoint_of_a_discontinuous_integrand():
+    # int_0^2 (1 if x < c else 3x) dx = c + 1.5 (4 - c^2): the jump at c enters through points=
+    def jump(c):
+        return quad(lambda x: np.where(x < c, 1.0, 3.0 * x), 0.0, 2.0, points=[c])[0]
+
+    assert np.isclose(tg.grad(jump)(0.7), 1 - 3 * 0.7, rtol=1e-12)
+    assert np.isclose(tg.hessian(jump)(0.7), -3.0, rtol=1e-12)
+    reversed_range = tg.grad(lambda c: quad(lambda x: np.where(x < c[0], 1.0, 3.0 * x), 2.0, 0.0, points=c)[0])
+    assert np.allclose(reversed_range(np.array([0.7])), [3 * 0.7 - 1], rtol=1e-12)
+
+
 def test_dblquad_falls_out_of_quad():
     def d(k):
         return si.dblquad(lambda y, x: np.exp(-k * (x * x + y * y)), 0.0, 1.0, 0.0, lambda x: x)[0]

@@ -524,25 +524,49 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
     lo_p, hi_p = float(strip(lo_t)), float(strip(hi_t))
     infinite = np.isinf(lo_p) or np.isinf(hi_p)
     if last == 0:
-        intervals = np.array([[0.0, 1.0]])
+        intervals = np.array([[0.0, 1.0]]) if infinite else np.array([[lo_p, hi_p]])
     else:
         intervals = np.stack([info["alist"][:last], info["blist"][:last]], axis=1)
-        if not infinite:  # in u, with x = lo + (hi - lo) u
-            intervals = (intervals - lo_p) / (hi_p - lo_p)
+    # The breakpoints the nodes move with: the limits and, inside, the points= (a traced
+    # breakpoint of a discontinuous integrand moves the pieces on either side of it).
+    knots_t = [lo_t, hi_t]
+    if not infinite and call.get("points") is not None:
+        points = call.get("points")
+        if isinstance(points, (list, tuple)):
+            points = list(points)
+        elif levels_of(points):  # a traced array of points: its elements, still traced
+            points = [points[i] for i in range(np.size(strip(points)))]
+        else:
+            points = list(np.ravel(points))
+        inner = [p for p in points if lo_p < float(strip(p)) < hi_p]
+        knots_t = [lo_t] + sorted(inner, key=lambda p: float(strip(p))) + [hi_t]
+    knots_p = np.array([float(strip(k)) for k in knots_t])
+    moving = bool(levels_of(knots_t))
 
     def integrand(x: Any) -> Any:
         return np.reshape(func(x, *fargs), ())
 
     def total(pieces: np.ndarray) -> Any:
         left, right = pieces[:, :1], pieces[:, 1:]
+        if not infinite:
+            # each piece lies between two knots K_j < K_j+1: x = K_j + (K_j+1 - K_j) u
+            seg = np.clip(np.searchsorted(knots_p, pieces.mean(axis=1), side="right") - 1, 0, knots_p.size - 2)
+            width = knots_p[seg + 1] - knots_p[seg]
+            ul, ur = (left[:, 0] - knots_p[seg]) / width, (right[:, 0] - knots_p[seg]) / width
+            terms = []
+            for j in np.unique(seg):
+                rows = seg == j
+                u = (ul[rows, None] + (ur - ul)[rows, None] * _GL_X[None, :]).reshape(-1)
+                w = ((ur - ul)[rows, None] * _GL_W[None, :]).reshape(-1)
+                k0, k1 = knots_t[j], knots_t[j + 1]
+                if moving:
+                    vals = [integrand(k0 + (k1 - k0) * ui) for ui in u]
+                else:
+                    vals = [integrand(np.float64(knots_p[j] + width[rows][0] * ui)) for ui in u]
+                terms.append((k1 - k0) * (w @ np.stack(vals)))
+            return sign * sum(terms[1:], terms[0])
         u = (left + (right - left) * _GL_X[None, :]).reshape(-1)
         w = ((right - left) * _GL_W[None, :]).reshape(-1)
-        if not infinite:
-            if levels_of((lo_t, hi_t)):
-                vals = [integrand(lo_t + (hi_t - lo_t) * ui) for ui in u]
-            else:
-                vals = [integrand(np.float64(lo_p + (hi_p - lo_p) * ui)) for ui in u]
-            return sign * (hi_t - lo_t) * (w @ np.stack(vals))
         # QUADPACK's map of an infinite range onto (0, 1]: x = bound +- (1 - t) / t.
         s = (1.0 - u) / u
         if np.isinf(lo_p) and np.isinf(hi_p):
