@@ -73,6 +73,12 @@ def test_solve_reads_one_triangle():
     assert np.all(np.triu(g, 1) == 0) and np.any(np.tril(g, -1) != 0)
 
 
+def test_complex_triangular_and_sylvester():
+    tc = A + 0.5j * _u(3, 3)
+    check_grads(lambda a, b: sl.solve_triangular(a, b, lower=True, trans="T"), (tc, b + 0.2j))
+    check_grads(sl.solve_sylvester, (tc, S + 0j, _u(3, 3) + 0.1j))
+
+
 def test_solve_batched_and_complex():
     stack = np.stack([A, S])
     check_grads(lambda a, b: sl.solve(a, b), (stack, _u(2, 3, 2)))

@@ -41,12 +41,17 @@ a VJP differentiated in a direction that makes ``T`` triangular would miss
 terms, so it raises).  Eigenvector (and singular vector) signs are LAPACK's:
 SciPy can flip them under a perturbation of 1e-12, so only sign-invariant
 functions of the vectors have finite-difference derivatives; the rules give
-the derivative of the vectors SciPy returned.  Decompositions and the symmetric solvers are
-differentiated for real input; ``inv``, ``det``, ``solve`` (general,
-symmetric, triangular), the solvers of triangular systems and the matrix
-functions also for complex input (holomorphic).  What is not differentiable
-raises :class:`~tapegrad.errors.NonDifferentiableArgumentError` naming the
-function and the argument.
+the derivative of the vectors SciPy returned.
+
+Decompositions and the symmetric and banded solvers are differentiated for
+real input; ``inv``, ``det``, ``solve`` (general, symmetric, triangular),
+``solve_triangular``, Sylvester equations and the matrix functions also for
+complex input (holomorphic).  ``overwrite_*`` flags are cleared before SciPy
+runs on a tracer's raw value (see :func:`_scipy_rule`).  What is not
+differentiable raises :class:`~tapegrad.errors.NonDifferentiableArgumentError`
+naming the function and the argument; functions without a rule here still
+raise :class:`~tapegrad.errors.GradientDroppedError` where SciPy converts a
+tracer.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercep
 from ._util import swap_last as _T
 
 # ---------------------------------------------------------------- helpers
+
+
 def _scipy_rule(fun: Any, *vjps: Any, note: str = "") -> None:
     """Register ``vjps`` for the SciPy function ``fun``, run as one node whose forward pass is SciPy's call.
 
