@@ -8,9 +8,13 @@ Construction with traced data
     SciPy's own code on the *plain* values, so every attribute, check and error is
     SciPy's, and then replaces the coefficient array by a traced one:
 
-    * coefficients *linear* in the data (``CubicSpline`` for every ``bc_type``,
-      ``make_interp_spline``, ``make_lsq_spline``, ``make_smoothing_spline`` with
-      ``lam``): one primitive whose forward value is SciPy's coefficient array and
+    * ``CubicSpline``: SciPy's tridiagonal system for the slopes, assembled from the
+      traced breakpoints, data and boundary values and solved by a primitive whose VJP
+      solves the transposed system (``O(n)``), then the Hermite coefficients;
+    * other coefficients *linear* in the data (``make_interp_spline``,
+      ``make_lsq_spline``, ``make_smoothing_spline`` with ``lam``, a periodic
+      ``CubicSpline`` on plain breakpoints, ``lagrange``): one primitive whose
+      forward value is SciPy's coefficient array and
       whose VJP contracts the cotangent with the map's matrix, built (once, on the
       first backward pass) by running the same SciPy construction on the identity
       columns: the exact map SciPy applies, boundary conditions included
@@ -25,8 +29,7 @@ Construction with traced data
 
     The breakpoints ``x`` of the piecewise polynomials (``PPoly`` and every
     subclass above) are differentiated too: they enter the same formulas as traced
-    values, and a ``CubicSpline`` with traced ``x`` (or traced boundary derivative
-    values) solves SciPy's own linear system assembled from traced entries, densely.
+    values (a periodic ``CubicSpline`` with traced ``x`` solves its cyclic system densely).
     So are a ``BSpline``'s knots ``t`` (de Boor's recurrence, ``splder`` and
     ``splantider`` on traced knots), also through ``splev``.  Traced breakpoints and
     knots are kept in the instance next to SciPy's plain ``_x``/``_t``.
@@ -60,6 +63,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 from scipy import special
+from scipy.linalg import solve_banded
 from scipy.interpolate import (
     Akima1DInterpolator,
     BPoly,
@@ -555,6 +559,43 @@ def _homogeneous_cubic_bc(bc_type: Any, n: int) -> Any:
     return tuple(bc if isinstance(bc, str) else (bc[0], np.zeros(n)) for bc in bc_type)
 
 
+def _tridiagonal_solve(lower: Any, main: Any, upper: Any, b: Any) -> np.ndarray:
+    """Solve ``A s = b`` for the tridiagonal ``A`` (sub-, main and super-diagonal), ``b`` of shape ``(n, ...)``."""
+    n = np.shape(main)[0]
+    banded = np.zeros((3, n), dtype=np.result_type(main, lower, upper))
+    banded[0, 1:], banded[1], banded[2, :-1] = upper, main, lower
+    b = np.asarray(b)
+    s = solve_banded((1, 1), banded, np.reshape(b, (n, -1)), check_finite=False)
+    return np.reshape(s, np.shape(b))
+
+
+tridiagonal_solve_p = primitive(_tridiagonal_solve)
+
+
+def _tridiagonal_vjps():
+    # s = A^-1 b: the cotangent of b is lam = A^-T g (A's transpose swaps its off-diagonals),
+    # and that of A is -lam s^T, of which only the three diagonals are kept.
+    def adjoint(g, ans, lower, main, upper, b):
+        nb = np.ndim(g) - np.ndim(ans)  # leading batch axes
+        lam = tridiagonal_solve_p(upper, main, lower, np.moveaxis(g, nb, 0))
+        return np.moveaxis(lam, 0, nb)
+
+    def band(lam_rows: slice, s_rows: slice):
+        def vjp(g, ans, lower, main, upper, b):
+            nb = np.ndim(g) - np.ndim(ans)
+            lam = adjoint(g, ans, lower, main, upper, b)
+            product = lam[(slice(None),) * nb + (lam_rows,)] * ans[s_rows]
+            return -np.sum(product, axis=tuple(range(nb + 1, np.ndim(product))))
+
+        return vjp
+
+    # lower[i] = A[i + 1, i], main[i] = A[i, i], upper[i] = A[i, i + 1]
+    return band(slice(1, None), slice(None, -1)), band(slice(None), slice(None)), band(slice(None, -1), slice(1, None)), adjoint
+
+
+defvjp(tridiagonal_solve_p, *_tridiagonal_vjps(), note="transposed tridiagonal solve")
+
+
 def _cubic_bc_sides(bc_type: Any) -> list:
     """``bc_type`` as SciPy validates it: two sides, each a string or ``(order, value)``."""
     sides = (bc_type, bc_type) if isinstance(bc_type, str) else tuple(bc_type)
@@ -572,7 +613,7 @@ def _cubic_spline_slopes(x: Any, y0: Any, bc_type: Any) -> Any:
 
     The same linear system as SciPy's (rows for the boundary conditions, the
     periodic one closed cyclically), assembled with traced entries and solved densely
-    (``O(n^3)``): the path for traced breakpoints or boundary values.
+    (the periodic one, ``O(n^3)``) or as tridiagonal (every other, ``O(n)``).
     """
     n = np.shape(x)[0]
     extra = (1,) * (np.ndim(y0) - 1)
@@ -596,11 +637,10 @@ def _cubic_spline_slopes(x: Any, y0: Any, bc_type: Any) -> Any:
         s = np.reshape(np.linalg.solve(a, np.reshape(b, (m, -1))), np.shape(b))
         return np.concatenate([s, s[:1]], axis=0)
     if n == 3 and start == "not-a-knot" and end == "not-a-knot":
-        a = np.stack([
-            np.stack([np.ones(()), np.ones(()), np.zeros(())]),
-            np.stack([dx[1], 2 * (dx[0] + dx[1]), dx[0]]),
-            np.stack([np.zeros(()), np.ones(()), np.ones(())]),
-        ])
+        # SciPy's 3 x 3 system [[1, 1, 0], [dx1, 2 (dx0 + dx1), dx0], [0, 1, 1]]: tridiagonal too.
+        lower = np.stack([dx[1], np.ones(())])
+        main = np.stack([np.ones(()), 2 * (dx[0] + dx[1]), np.ones(())])
+        upper = np.stack([np.ones(()), dx[0]])
         b = np.stack([2 * slope[0], 3 * (dxr[0] * slope[1] + dxr[1] * slope[0]), 2 * slope[1]])
     else:
         if start == "not-a-knot":
@@ -624,26 +664,25 @@ def _cubic_spline_slopes(x: Any, y0: Any, bc_type: Any) -> Any:
         main = np.concatenate([np.reshape(main0, (1,)), 2 * (dx[:-1] + dx[1:]), np.reshape(main1, (1,))])
         upper = np.concatenate([np.reshape(upper0, (1,)), dx[:-1]])
         lower = np.concatenate([dx[1:], np.reshape(lower1, (1,))])
-        a = np.diag(main) + np.diag(upper, 1) + np.diag(lower, -1)
         middle = 3 * (dxr[1:] * slope[:-1] + dxr[:-1] * slope[1:])
         b = np.concatenate([np.reshape(b0 * ones, (1,) + np.shape(ones)), middle,
                             np.reshape(b1 * ones, (1,) + np.shape(ones))], axis=0)
-    return np.reshape(np.linalg.solve(a, np.reshape(b, (n, -1))), np.shape(b))
+    return tridiagonal_solve_p(lower, main, upper, b)
 
 
 def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=None):
     CubicSpline.__init__(self, strip_all(x), strip_all(y), axis, strip_all(bc_type), extrapolate)
-    if _reaches_source(x) or _reaches_source(bc_type):
+    periodic = isinstance(bc_type, str) and bc_type == "periodic"
+    if _reaches_source(x) or _reaches_source(bc_type) or not periodic:
+        # SciPy's own system on the traced entries: O(n) but for periodic breakpoints.
         knots = _breakpoints_of(x)
         y0 = np.moveaxis(_float(y), self.axis, 0)
         _keep_traced(self, "_c", _hermite_coefficients(knots, y0, _cubic_spline_slopes(knots, y0, bc_type)))
         _keep_breakpoints(self, knots)
         return
-    bc_type = strip_all(bc_type)
+    # Periodic data with plain breakpoints: the linear map of y (SciPy's cyclic solve on identity columns).
     knots = self._x
-    n = len(knots)
-    homogeneous = _homogeneous_cubic_bc(bc_type, n)
-    periodic = bc_type == "periodic"
+    homogeneous = _homogeneous_cubic_bc(bc_type, len(knots))
 
     def build(basis):
         return CubicSpline(knots, basis, 0, homogeneous).c
