@@ -156,6 +156,8 @@ OTHER_LINEAR = {
     "savgol-wrap": lambda x: ss.savgol_filter(x, 5, 1, mode="wrap"),
     "detrend-linear": lambda x: ss.detrend(x, bp=[7, 15]),
     "detrend-constant": lambda x: ss.detrend(x, type="constant"),
+    "detrend-short-segment": lambda x: ss.detrend(x, bp=[1, 22]),
+    "detrend-complex": lambda x: ss.detrend(x + 1j * x[::-1]).imag,
     "hilbert-real": lambda x: ss.hilbert(x).real,
     "hilbert-imag": lambda x: ss.hilbert(x, N=31).imag,
     "resample-down": lambda x: ss.resample(x, 15),

@@ -807,3 +807,34 @@ defcomposite(
     _savgol_filter,
     note="the convolution with savgol_coeffs, edges by the linear map of the polynomial fit; also in delta and cval",
 )
+
+
+# ------------------------------------------------------------------ detrend
+_sp_detrend = _sig.detrend
+
+
+def _detrend(data, axis=-1, type="linear", bp=0, overwrite_data=False):
+    for arg, value in (("axis", axis), ("type", type), ("bp", bp)):
+        _constant("detrend", arg, value)
+    x = _as_array(data)
+    value = np.asarray(_sp_detrend(strip(x), axis, type, bp, False))  # SciPy's checks and value
+    if np.result_type(strip(x)).char not in "dfDF":
+        x = x.astype(np.float64)
+    if type in ("constant", "c"):
+        return _with_value(value, x - np.mean(x, axis=axis, keepdims=True))
+    axis = _negative_axis(axis, np.ndim(x))
+    n = np.shape(x)[axis]
+    cuts = np.sort(np.unique(np.concatenate(np.atleast_1d(0, np.asarray(bp), n))))
+    xl = np.moveaxis(x, axis, -1)
+    pieces = []
+    for start, stop in zip(cuts[:-1], cuts[1:]):
+        count = int(stop - start)
+        design = np.ones((count, 2))
+        design[:, 0] = np.arange(1, count + 1) / count
+        q = np.linalg.qr(design)[0]  # the segment minus its projection on the line
+        seg = xl[..., start:stop]
+        pieces.append(seg - (seg @ q) @ q.T)
+    return _with_value(value, np.moveaxis(np.concatenate(pieces, axis=-1), -1, axis))
+
+
+defcomposite(intercepted(_sig.detrend), _detrend, note="the projection off a line (or the mean) per segment")
