@@ -44,7 +44,8 @@ sliding-window view) gets the same segments by the same means.
 
 Also here: ``convolve2d``/``correlate2d`` (boundary extension, then a full
 convolution), ``upfirdn`` (zero insertion, convolution, decimation; so
-``resample_poly`` and FIR ``decimate`` run SciPy's own code), ``lfiltic`` and
+``resample_poly`` and FIR ``decimate`` run SciPy's own code), ``lfiltic``,
+``detrend`` (per segment, the projection off its line) and
 ``savgol_filter`` (``ndimage.convolve1d`` with ``savgol_coeffs``; in
 ``mode='interp'`` the edges are the linear map of the polynomial fit, applied
 to the first and last windows; also in ``delta`` and ``cval``).  Where a
