@@ -39,7 +39,8 @@ derivatives from a traced port of SciPy's tap rules: a gather of the
 (prefiltered) coefficients times B-spline weights of the coordinates, so the
 input, the coordinates (every order 0-5; order 0 has derivative 0 almost
 everywhere), ``shift``, the affine ``matrix``/``offset`` and ``cval`` are all
-differentiated; the prefilter's adjoint is its dense matrix, read from SciPy.
+differentiated; the prefilter's adjoint is its dense matrix, read from SciPy
+(lines of up to ``MAX_SPLINE_LINE`` samples; longer ones raise a clear error).
 
 The Fourier-domain filters (``fourier_gaussian``, ``fourier_uniform``,
 ``fourier_ellipsoid``, ``fourier_shift``) multiply by factors read from SciPy.
@@ -745,7 +746,7 @@ _sp_affine_transform = _nd.affine_transform
 MAX_SPLINE_LINE = 4096
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)  # up to 8 x 128 MiB at the largest line length
 def _spline_matrix(n: int, order: int, mode: str) -> np.ndarray:
     """The matrix of SciPy's 1-D spline prefilter on ``n`` samples (column j: the filter of e_j)."""
     m = _sp_spline_filter1d(np.eye(n), order, axis=0, output=np.float64, mode=mode)
