@@ -108,11 +108,15 @@ with_value = primitive(_with_value_impl)
 defvjp(with_value, lambda g, ans, traced, exact: g, None)
 
 
-def _gather(v: Any, shape: tuple, cond: np.ndarray) -> Any:
+def _gather(v: Any, shape: tuple, cond: np.ndarray, always: bool = False) -> Any:
     """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d).
 
-    Flattened first, so that a 0-d call is indexed like any other.
+    Flattened first, so that a 0-d call is indexed like any other.  Where
+    ``cond`` holds everywhere (the common case) ``v`` is returned as it is:
+    the private method broadcasts, and no gather or scatter is recorded.
     """
+    if not always and cond.all():
+        return v
     return np.reshape(np.broadcast_to(v, shape), (-1,))[np.ravel(cond)]
 
 
@@ -127,8 +131,12 @@ def _assemble(shape: tuple, pieces: Sequence[tuple], fill: np.ndarray) -> Any:
     The entries a piece covers start at 0 rather than SciPy's value there, so no
     ``inf`` or ``nan`` meets the arithmetic of the traced result.
     """
+    pieces = [(m, v) for m, v in pieces if _traced(v)]
+    if len(pieces) == 1 and np.all(pieces[0][0]):  # see _gather: computed on the whole broadcast
+        vals = pieces[0][1]
+        return vals if np.shape(vals) == shape else np.broadcast_to(vals, shape)
     flat = np.ravel(np.broadcast_to(fill, shape)).astype(np.float64)
-    pieces = [(np.ravel(np.broadcast_to(m, shape)), v) for m, v in pieces if _traced(v)]
+    pieces = [(np.ravel(np.broadcast_to(m, shape)), v) for m, v in pieces]
     for mask, _ in pieces:
         flat = np.where(mask, 0.0, flat)
     ref = max((v for _, v in pieces), key=lambda v: v._tape.level)
@@ -419,21 +427,23 @@ def _limit_entries(
 def _bound_entries(self: Any, method: str, loc: Any, scale: Any, shapes: tuple, mask: np.ndarray, end: int) -> Any:
     """``ppf(0)``, ``ppf(1)`` (``isf`` alike): a support bound times ``scale`` plus ``loc``."""
     shape = mask.shape
-    shs = tuple(_gather(s, shape, mask) for s in shapes)
+    shs = tuple(_gather(s, shape, mask, always=True) for s in shapes)
     try:
         bound = self._get_support(*shs)[end]
     except _UNTRACEABLE as exc:
         params = [n for n, s in zip(_shape_names(self, len(shapes)), shapes) if _traced(s)]
         raise _cannot(self, method, params, exc) from exc
     bound = np.broadcast_to(bound, np.shape(shs[0]) if shs else (int(mask.sum()),))
-    ls, ss = _gather(loc, shape, mask), _gather(scale, shape, mask)
+    ls, ss = _gather(loc, shape, mask, always=True), _gather(scale, shape, mask, always=True)
     finite = np.isfinite(strip(bound))
     if finite.all():
-        return bound * ss + ls
-    # An infinite bound is a constant (its derivative is zero; inf * 0 would be nan).
-    out = np.zeros_like(ls + ss + bound, dtype=np.float64) + np.where(finite, 0.0, _plain(bound))
-    out[finite] = (bound * ss + ls)[finite]
-    return out
+        out = bound * ss + ls
+    else:
+        # An infinite bound is a constant (its derivative is zero; inf * 0 would be nan).
+        out = np.zeros_like(ls + ss + bound, dtype=np.float64) + np.where(finite, 0.0, _plain(bound))
+        out[finite] = (bound * ss + ls)[finite]
+    # Gathered (1-d) here; whole when the mask is (as _assemble expects of such a piece).
+    return np.reshape(out, shape) if mask.all() else out
 
 
 # ---------------------------------------------------------------- discrete distributions
