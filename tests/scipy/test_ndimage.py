@@ -408,3 +408,13 @@ def test_gaussian_sigma_closed_form():
     expected = (1.0 * 0 - g[8] * dz / z) / z  # k = 0: d g_0 / ds = 0
     got = tg.grad(lambda s: nd.gaussian_filter1d(x, s, truncate=4.0)[20])(np.array(s))
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_a_prefilter_line_longer_than_the_limit_is_refused(monkeypatch):
+    from tapegrad.rules import scipy_ndimage
+
+    monkeypatch.setattr(scipy_ndimage, "MAX_SPLINE_LINE", 5)
+    with pytest.raises(NonDifferentiableArgumentError, match="at most 5 samples"):
+        tg.grad(lambda x: np.sum(nd.zoom(x, 2.0, order=3)))(X)
+    # order 1 needs no prefilter
+    assert tg.grad(lambda x: np.sum(nd.zoom(x, 2.0, order=1)))(X).shape == X.shape
