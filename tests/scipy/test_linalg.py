@@ -576,3 +576,20 @@ def test_riccati_equations(f):
     np.testing.assert_allclose(g, g.T, atol=1e-14)  # the gradient in q is symmetric
     with pytest.raises(tg.NonDifferentiableArgumentError, match="generalized"):
         tg.grad(lambda a: np.sum(f(a, B, S, np.eye(2), e=np.eye(3))))(0.5 * A)
+
+
+def test_null_space():
+    def signless(q):
+        return q * q[:1]
+
+    check_grads(lambda a: signless(sl.null_space(a)), (WIDE[:, :4],))  # 3 x 4: one null vector
+    rows = _u(2, 3)  # a rank-deficient square matrix, built from free rows
+    check_grads(lambda y: signless(sl.null_space(np.concatenate([y, (y[0] + y[1])[None]], 0))), (rows,))
+    # A v = 0 stays true along the derivative: d(A v) = dA v + A dv = 0.
+    a = WIDE[:, :4]
+    v = sl.null_space(a)[:, 0]
+    e = _u(3, 4)
+    jac = tg.jacobian(lambda a: sl.null_space(a)[:, 0])(a)
+    np.testing.assert_allclose(e @ v + a @ np.tensordot(jac, e, axes=2), 0, atol=1e-12)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="dimension 2"):
+        tg.grad(lambda a: np.sum(sl.null_space(a)))(_u(1, 3))

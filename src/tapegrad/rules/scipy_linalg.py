@@ -1446,3 +1446,25 @@ def _riccati_rule(fun, grads, k):
 for _fun, _grads in ((sl.solve_continuous_are, _care_grads), (sl.solve_discrete_are, _dare_grads)):
     _scipy_rule(_fun, *[_riccati_rule(_fun, _grads, k) for k in range(4)],
            note="real input, e=None and s=None; through the closed-loop Lyapunov equation")
+
+
+# ---------------------------------------------------------------- null space
+def _null_space_vjp(g, ans, A, rcond=None, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """A one-dimensional null space ``v`` (``A v = 0``, ``|v| = 1``): ``dv = -pinv(A) dA v``.
+
+    A basis of two or more vectors is not unique (any rotation of it is one),
+    so it has no derivative; an empty one carries none.
+    """
+    _real_only("null_space", A)
+    n, d = np.shape(ans)[-2:]
+    if d == 0:
+        return np.zeros(np.shape(g)[:-2] + np.shape(A), dtype=np.result_type(g))
+    if d > 1:
+        raise _refuse("null_space", f"a null space of dimension {d} (its basis is not unique; only a "
+                                    "one-dimensional null space, unique up to sign, is differentiated).")
+    v, gv = ans[..., :, 0], g[..., :, 0]
+    pinv = _rank_pinv(A, n - 1)
+    return -((_T(pinv) @ gv[..., :, None]) * v)
+
+
+_scipy_rule(sl.null_space, _null_space_vjp, note="one-dimensional null spaces (unique up to sign)")
