@@ -413,6 +413,12 @@ def test_regular_grid_in_values(method):
     assert_linear_in_data(lambda v: make(v.reshape(V.shape)), V.ravel(), PTS, atol=1e-10)
 
 
+def test_regular_grid_nearest_ties_follow_scipy():
+    ties = np.array([[(GX[1] + GX[2]) / 2, 0.2], [0.52, (GY[2] + GY[3]) / 2], [GX[3], GY[4]]])
+    f = lambda v: RegularGridInterpolator((GX, GY), v, method="nearest")(ties)
+    assert np.array_equal(tg.vjp(f, V)[0], f(V))
+
+
 @pytest.mark.parametrize("method", ["linear", "cubic_legacy", "quintic"])
 def test_regular_grid_first_and_second_order(method):
     kwargs = {"solver": spsolve} if method == "quintic" else {}

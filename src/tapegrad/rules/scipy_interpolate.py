@@ -1065,12 +1065,9 @@ def _rgi_call(self, xi, method=None, *, nu=None):
     ndim = len(self._grid)
     extra = np.ndim(values) - ndim
     if method in ("linear", "nearest"):
-        indices, _ = _rgi.find_indices(self._grid, plain.T)
+        indices, distances = _rgi.find_indices(self._grid, np.ascontiguousarray(plain.T))
         if method == "nearest":
-            distances = [
-                (plain[:, d] - self._grid[d][indices[d]]) / (self._grid[d][indices[d] + 1] - self._grid[d][indices[d]])
-                for d in range(ndim)
-            ]
+            # SciPy's own distances decide the neighbour (ties at exactly one half included).
             result = values[tuple(np.where(w <= 0.5, i, i + 1) for i, w in zip(indices, distances))]
         else:
             result = 0.0
