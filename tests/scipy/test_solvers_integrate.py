@@ -296,6 +296,13 @@ def test_quad_traced_breakpoint_of_a_discontinuous_integrand():
     assert np.allclose(reversed_range(np.array([0.7])), [3 * 0.7 - 1], rtol=1e-12)
 
 
+def test_quad_vec_traced_breakpoint():
+    def jump(c):
+        return si.quad_vec(lambda x: np.stack([np.where(x < c, 1.0, 3.0 * x), x]), 0.0, 2.0, points=[c])[0]
+
+    assert np.allclose(tg.jacobian(jump)(0.7), [1 - 3 * 0.7, 0.0], atol=1e-12)
+
+
 def test_dblquad_falls_out_of_quad():
     def d(k):
         return si.dblquad(lambda y, x: np.exp(-k * (x * x + y * y)), 0.0, 1.0, 0.0, lambda x: x)[0]

@@ -494,6 +494,46 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 _GL_X, _GL_W = (_GL_X + 1.0) / 2.0, _GL_W / 2.0  # on [0, 1]
 
 
+def _knots(lo_t: Any, hi_t: Any, points: Any) -> tuple:
+    """The breakpoints quadrature nodes move with: the limits and the ``points=`` between them.
+
+    A traced breakpoint of a discontinuous integrand moves the pieces on either side of
+    it, which gives the jump's term of Leibniz's rule.  Returns traced and plain knots.
+    """
+    lo_p, hi_p = float(strip(lo_t)), float(strip(hi_t))
+    knots_t = [lo_t, hi_t]
+    if points is not None:
+        if isinstance(points, (list, tuple)):
+            points = list(points)
+        elif levels_of(points):  # a traced array of points: its elements, still traced
+            points = [points[i] for i in range(np.size(strip(points)))]
+        else:
+            points = list(np.ravel(points))
+        inner = [p for p in points if lo_p < float(strip(p)) < hi_p]
+        knots_t = [lo_t] + sorted(inner, key=lambda p: float(strip(p))) + [hi_t]
+    return knots_t, np.array([float(strip(k)) for k in knots_t])
+
+
+def _knot_sum(pieces: np.ndarray, knots_t: list, knots_p: np.ndarray, integrand: Callable[[Any], Any]) -> Any:
+    """Gauss-Legendre on each piece ``[x_l, x_r]`` (in x), ``x = K_j + (K_j+1 - K_j) u`` between knots."""
+    moving = bool(levels_of(knots_t))
+    seg = np.clip(np.searchsorted(knots_p, pieces.mean(axis=1), side="right") - 1, 0, knots_p.size - 2)
+    width = knots_p[seg + 1] - knots_p[seg]
+    ul, ur = (pieces[:, 0] - knots_p[seg]) / width, (pieces[:, 1] - knots_p[seg]) / width
+    terms = []
+    for j in np.unique(seg):
+        rows = seg == j
+        u = (ul[rows, None] + (ur - ul)[rows, None] * _GL_X[None, :]).reshape(-1)
+        w = ((ur - ul)[rows, None] * _GL_W[None, :]).reshape(-1)
+        k0, k1 = knots_t[j], knots_t[j + 1]
+        if moving:
+            vals = [integrand(k0 + (k1 - k0) * ui) for ui in u]
+        else:
+            vals = [integrand(np.float64(knots_p[j] + (knots_p[j + 1] - knots_p[j]) * ui)) for ui in u]
+        terms.append((k1 - k0) * np.tensordot(w, np.stack(vals), axes=1))
+    return sum(terms[1:], terms[0])
+
+
 def _quad(*args: Any, **kwargs: Any) -> Any:
     call = Call(_int.quad, args, kwargs, ("func",))
     out = call.run()
@@ -527,44 +567,15 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
         intervals = np.array([[0.0, 1.0]]) if infinite else np.array([[lo_p, hi_p]])
     else:
         intervals = np.stack([info["alist"][:last], info["blist"][:last]], axis=1)
-    # The breakpoints the nodes move with: the limits and, inside, the points= (a traced
-    # breakpoint of a discontinuous integrand moves the pieces on either side of it).
-    knots_t = [lo_t, hi_t]
-    if not infinite and call.get("points") is not None:
-        points = call.get("points")
-        if isinstance(points, (list, tuple)):
-            points = list(points)
-        elif levels_of(points):  # a traced array of points: its elements, still traced
-            points = [points[i] for i in range(np.size(strip(points)))]
-        else:
-            points = list(np.ravel(points))
-        inner = [p for p in points if lo_p < float(strip(p)) < hi_p]
-        knots_t = [lo_t] + sorted(inner, key=lambda p: float(strip(p))) + [hi_t]
-    knots_p = np.array([float(strip(k)) for k in knots_t])
-    moving = bool(levels_of(knots_t))
+    knots_t, knots_p = _knots(lo_t, hi_t, None if infinite else call.get("points"))
 
     def integrand(x: Any) -> Any:
         return np.reshape(func(x, *fargs), ())
 
     def total(pieces: np.ndarray) -> Any:
-        left, right = pieces[:, :1], pieces[:, 1:]
         if not infinite:
-            # each piece lies between two knots K_j < K_j+1: x = K_j + (K_j+1 - K_j) u
-            seg = np.clip(np.searchsorted(knots_p, pieces.mean(axis=1), side="right") - 1, 0, knots_p.size - 2)
-            width = knots_p[seg + 1] - knots_p[seg]
-            ul, ur = (left[:, 0] - knots_p[seg]) / width, (right[:, 0] - knots_p[seg]) / width
-            terms = []
-            for j in np.unique(seg):
-                rows = seg == j
-                u = (ul[rows, None] + (ur - ul)[rows, None] * _GL_X[None, :]).reshape(-1)
-                w = ((ur - ul)[rows, None] * _GL_W[None, :]).reshape(-1)
-                k0, k1 = knots_t[j], knots_t[j + 1]
-                if moving:
-                    vals = [integrand(k0 + (k1 - k0) * ui) for ui in u]
-                else:
-                    vals = [integrand(np.float64(knots_p[j] + width[rows][0] * ui)) for ui in u]
-                terms.append((k1 - k0) * (w @ np.stack(vals)))
-            return sign * sum(terms[1:], terms[0])
+            return sign * _knot_sum(pieces, knots_t, knots_p, integrand)
+        left, right = pieces[:, :1], pieces[:, 1:]
         u = (left + (right - left) * _GL_X[None, :]).reshape(-1)
         w = ((right - left) * _GL_W[None, :]).reshape(-1)
         # QUADPACK's map of an infinite range onto (0, 1]: x = bound +- (1 - t) / t.
@@ -609,6 +620,13 @@ def _quad_vec(*args: Any, **kwargs: Any) -> Any:
     value, err = out[0], out[1]
     ap, bp = float(strip(a)), float(strip(b))
     intervals = np.sort(np.asarray(info.intervals, dtype=float), axis=1)
+    finite = np.isfinite(ap) and np.isfinite(bp)
+    if not finite and levels_of(call.get("points")):
+        raise refuse(name, "`points=` on an infinite range", "are mapped by quad_vec's own transformation",
+                     "Split the range at the points into finite pieces and an infinite tail.")
+    sign, lo_t, hi_t = (-1.0, b, a) if bp < ap else (1.0, a, b)
+    if finite:
+        knots_t, knots_p = _knots(lo_t, hi_t, call.get("points"))
 
     def integrand(x: Any) -> Any:
         return as_array(f(x, *fargs))
@@ -618,14 +636,8 @@ def _quad_vec(*args: Any, **kwargs: Any) -> Any:
         return (left + (right - left) * _GL_X[None, :]).reshape(-1), ((right - left) * _GL_W[None, :]).reshape(-1)
 
     def total(pieces: np.ndarray) -> Any:
-        if np.isfinite(ap) and np.isfinite(bp):
-            # quad_vec's intervals are in x: x = a + (b - a) u with u in [0, 1]
-            u, w = nodes(np.sort((pieces - ap) / (bp - ap), axis=1))
-            if levels_of((a, b)):
-                vals = [integrand(a + (b - a) * ui) for ui in u]
-            else:
-                vals = [integrand(np.float64(ap + (bp - ap) * ui)) for ui in u]
-            return (b - a) * np.tensordot(w, np.stack(vals), axes=1)
+        if np.isfinite(ap) and np.isfinite(bp):  # quad_vec's intervals are in x
+            return sign * _knot_sum(pieces, knots_t, knots_p, integrand)
         u, w = nodes(pieces)  # in quad_vec's own variable t
         if np.isinf(ap) and np.isinf(bp):  # t in [-1, 1], x = (1 - |t|) / t
             vals = [integrand(np.float64((1.0 - abs(t)) / t)) for t in u]
