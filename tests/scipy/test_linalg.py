@@ -593,3 +593,16 @@ def test_null_space():
     np.testing.assert_allclose(e @ v + a @ np.tensordot(jac, e, axes=2), 0, atol=1e-12)
     with pytest.raises(tg.NonDifferentiableArgumentError, match="dimension 2"):
         tg.grad(lambda a: np.sum(sl.null_space(a)))(_u(1, 3))
+
+
+def test_subspace_angles():
+    a, b = _u(5, 2), _u(5, 3)
+    near = a @ _u(2, 2) + 0.1 * _u(5, 2)  # small angles: SciPy takes them from the sines
+    for x, y in ((a, b), (b, a), (a, near)):
+        check_grads(sl.subspace_angles, (x, y))
+        assert np.array_equal(tg.vjp(sl.subspace_angles, x, y)[0], sl.subspace_angles(x, y))
+    # One vector against a fixed line: the angle is arccos(|x . e| / |x|).
+    e = np.array([[1.0], [0.0], [0.0]])
+    x = np.array([[0.3], [0.4], [-0.2]])
+    closed = tg.grad(lambda x: np.arccos(np.abs(x[0, 0]) / np.linalg.norm(x)))(x)
+    np.testing.assert_allclose(tg.grad(lambda x: sl.subspace_angles(x, e)[0])(x), closed, rtol=1e-10)

@@ -1468,3 +1468,22 @@ def _null_space_vjp(g, ans, A, rcond=None, overwrite_a=False, check_finite=True,
 
 
 _scipy_rule(sl.null_space, _null_space_vjp, note="one-dimensional null spaces (unique up to sign)")
+
+
+# ---------------------------------------------------------------- principal angles
+def _subspace_angles(A, B):
+    """SciPy's algorithm (Knyazev and Argentati) on traced values: ``orth`` and ``svdvals`` have rules."""
+    sl.subspace_angles(strip_all(A), strip_all(B))  # SciPy's own checks (shapes, finite values)
+    qa, qb = sl.orth(A), sl.orth(B)
+    cross = np.conj(_T(qa)) @ qb
+    sigma = sl.svdvals(cross)
+    if np.shape(qa)[1] >= np.shape(qb)[1]:
+        rest = qb - qa @ cross
+    else:
+        rest = qa - qb @ np.conj(_T(cross))
+    mask = np.asarray(strip(sigma)) ** 2 >= 0.5  # small angles from the sines, large ones from the cosines
+    sines = np.arcsin(np.clip(sl.svdvals(rest), -1.0, 1.0)) if mask.any() else 0.0
+    return np.where(mask, sines, np.arccos(np.clip(sigma[::-1], -1.0, 1.0)))
+
+
+defcomposite(intercepted(sl.subspace_angles), _subspace_angles, note="through orth and svdvals")
