@@ -112,11 +112,14 @@ def _gather(v: Any, shape: tuple, cond: np.ndarray, always: bool = False) -> Any
     """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d).
 
     Flattened first, so that a 0-d call is indexed like any other.  Where
-    ``cond`` holds everywhere (the common case) ``v`` is returned as it is:
-    the private method broadcasts, and no gather or scatter is recorded.
+    ``cond`` holds everywhere (the common case) nothing is gathered.
     """
     if not always and cond.all():
-        return v
+        # As SciPy's argsreduce hands them to the private methods: a one-element
+        # argument as it is, the others broadcast and flat; no gather, no scatter.
+        if np.size(v) == 1:
+            return np.reshape(v, (1,))
+        return np.reshape(np.broadcast_to(v, shape), (-1,))
     return np.reshape(np.broadcast_to(v, shape), (-1,))[np.ravel(cond)]
 
 
@@ -132,9 +135,10 @@ def _assemble(shape: tuple, pieces: Sequence[tuple], fill: np.ndarray) -> Any:
     ``inf`` or ``nan`` meets the arithmetic of the traced result.
     """
     pieces = [(m, v) for m, v in pieces if _traced(v)]
-    if len(pieces) == 1 and np.all(pieces[0][0]):  # see _gather: computed on the whole broadcast
+    if len(pieces) == 1 and np.all(pieces[0][0]):  # see _gather: computed on every entry, flat
+        size = int(np.prod(shape))
         vals = pieces[0][1]
-        return vals if np.shape(vals) == shape else np.broadcast_to(vals, shape)
+        return np.reshape(vals if np.shape(vals) == (size,) else np.broadcast_to(vals, (size,)), shape)
     flat = np.ravel(np.broadcast_to(fill, shape)).astype(np.float64)
     pieces = [(np.ravel(np.broadcast_to(m, shape)), v) for m, v in pieces]
     for mask, _ in pieces:
@@ -442,8 +446,7 @@ def _bound_entries(self: Any, method: str, loc: Any, scale: Any, shapes: tuple, 
         # An infinite bound is a constant (its derivative is zero; inf * 0 would be nan).
         out = np.zeros_like(ls + ss + bound, dtype=np.float64) + np.where(finite, 0.0, _plain(bound))
         out[finite] = (bound * ss + ls)[finite]
-    # Gathered (1-d) here; whole when the mask is (as _assemble expects of such a piece).
-    return np.reshape(out, shape) if mask.all() else out
+    return out
 
 
 # ---------------------------------------------------------------- discrete distributions
