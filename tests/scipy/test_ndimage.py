@@ -418,3 +418,21 @@ def test_a_prefilter_line_longer_than_the_limit_is_refused(monkeypatch):
         tg.grad(lambda x: np.sum(nd.zoom(x, 2.0, order=3)))(X)
     # order 1 needs no prefilter
     assert tg.grad(lambda x: np.sum(nd.zoom(x, 2.0, order=1)))(X).shape == X.shape
+
+
+def test_center_of_mass_and_measurements():
+    x = X + 3.0
+    labels = (np.arange(X.size).reshape(X.shape) % 3).astype(int)
+    for f in (
+        lambda x: np.stack(nd.center_of_mass(x)),
+        lambda x: np.array(nd.center_of_mass(x, labels, [1, 2])),
+        lambda x: np.stack(nd.center_of_mass(x, labels, 2)),
+        lambda x: nd.variance(x, labels, [0, 2]),
+        lambda x: nd.sum_labels(x, labels, [1, 2]),
+    ):
+        assert np.array_equal(tg.vjp(f, x)[0], f(x))
+        check_grads(f, (x,))
+    # closed form: d/dx[i, j] of the row centre = (i - centre) / total
+    row = tg.grad(lambda x: nd.center_of_mass(x)[0])(x)
+    rows = np.arange(X.shape[0])[:, None] * np.ones(X.shape)
+    np.testing.assert_allclose(row, (rows - nd.center_of_mass(x)[0]) / x.sum(), rtol=1e-12)

@@ -1341,3 +1341,20 @@ defcomposite(intercepted(_nd.rank_filter), _rank_filter_public, note=_TIES)
 defcomposite(intercepted(_nd.percentile_filter), _percentile_filter, note=_TIES)
 defcomposite(intercepted(_nd.minimum_filter), _extremum_filter(1), note=_TIES)
 defcomposite(intercepted(_nd.maximum_filter), _extremum_filter(0), note=_TIES)
+
+
+# ================================================================== measurements
+# SciPy's measurements run on tracers as written (sums by label through np.bincount),
+# except center_of_mass, whose unlabelled result passes through np.array of 0-d
+# values: the same computation, returned as SciPy returns it.
+def _center_of_mass(input, labels=None, index=None):
+    x = _as_array(input)
+    normalizer = _nd.sum(x, labels, index)
+    grids = np.ogrid[[slice(0, n) for n in np.shape(x)]]
+    results = [_nd.sum(x * grids[d].astype(float), labels, index) / normalizer for d in range(np.ndim(x))]
+    if np.ndim(results[0]) == 0:
+        return tuple(results)
+    return [tuple(row) for row in np.swapaxes(np.stack(results), 0, 1)]
+
+
+defcomposite(intercepted(_nd.center_of_mass), _center_of_mass, note="sums by label, as SciPy computes them")
