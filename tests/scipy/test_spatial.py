@@ -258,3 +258,12 @@ def test_rigid_transform_closed_forms_and_plain_sides():
     tg.grad(lambda c: seen.append((fixed * fixed.inv()).as_matrix()) or np.sum(c))(C6)
     assert np.array_equal(seen[0], (fixed * fixed.inv()).as_matrix())
     assert [RigidTransform.__dict__[k].__code__ for k in ("__init__", "apply", "__mul__", "inv")] == codes
+
+
+def test_from_matrix_orthogonalises_like_scipy():
+    m = Rotation.from_rotvec([0.3, 0.2, -0.1]).as_matrix() + 0.05 * rng.uniform(-1.0, 1.0, (3, 3))
+    f = lambda m: Rotation.from_matrix(m).as_quat()  # noqa: E731
+    check_grads(f, (m,))
+    _same(tg.vjp(f, m)[0], f(m))
+    with pytest.raises(ValueError, match="determinant"):
+        tg.grad(lambda m: np.sum(Rotation.from_matrix(m).as_quat()))(-np.eye(3))
