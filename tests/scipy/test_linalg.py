@@ -452,6 +452,8 @@ def test_general_eigenvalues_first_order():
 
 def test_keywords_and_more_builders():
     check_grads(lambda a, b: sl.solve(a=a, b=b, assume_a="sym"), (S, b))  # traced keywords
+    check_grads(lambda a: expm(A=0.3 * a), (A,))
+    check_grads(lambda a, q: sl.solve_sylvester(a=a, b=S, q=q), (A, _u(3, 3)))
     check_grads(lambda c, r: sl.toeplitz(c, r=r), (_u(3), _u(4)))
     check_grads(lambda c, b: sl.solve_toeplitz(c + [3, 0, 0], b), (_u(3), _u(3)))
     check_grads(lambda c, r, b: sl.solve_toeplitz((c + [3, 0, 0], r), b), (_u(3), _u(3), _u(3)))

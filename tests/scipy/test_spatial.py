@@ -267,3 +267,9 @@ def test_from_matrix_orthogonalises_like_scipy():
     _same(tg.vjp(f, m)[0], f(m))
     with pytest.raises(ValueError, match="determinant"):
         tg.grad(lambda m: np.sum(Rotation.from_matrix(m).as_quat()))(-np.eye(3))
+
+
+def test_keyword_calls():
+    check_grads(lambda v: Rotation.from_rotvec(rotvec=v).as_matrix(), (V,))
+    check_grads(lambda a: Rotation.from_euler(seq="xyz", angles=a, degrees=True).as_quat(), (30 * V,))
+    check_grads(lambda q: Rotation.from_quat(quat=q).apply(vectors=P), (Q,))
