@@ -11,10 +11,14 @@ Construction with traced data
     * ``CubicSpline``: SciPy's tridiagonal system for the slopes, assembled from the
       traced breakpoints, data and boundary values and solved by a primitive whose VJP
       solves the transposed system (``O(n)``), then the Hermite coefficients;
-    * other coefficients *linear* in the data (``make_interp_spline``,
-      ``make_lsq_spline``, ``make_smoothing_spline`` with ``lam``, a periodic
-      ``CubicSpline`` on plain breakpoints, ``lagrange``): one primitive whose
-      forward value is SciPy's coefficient array and
+    * ``make_interp_spline`` without derivative conditions (so ``interp1d``'s
+      spline kinds too): ``B c = y`` with ``B`` the sparse collocation matrix
+      (``BSpline.design_matrix``), the VJP one sparse solve with ``B^T`` (``O(n)``);
+    * other coefficients *linear* in the data (``make_interp_spline`` with
+      derivative conditions or periodic, ``make_lsq_spline``,
+      ``make_smoothing_spline`` with ``lam``, a periodic ``CubicSpline`` on plain
+      breakpoints, ``lagrange``): one primitive whose forward value is SciPy's
+      coefficient array and
       whose VJP contracts the cotangent with the map's matrix, built (once, on the
       first backward pass) by running the same SciPy construction on the identity
       columns: the exact map SciPy applies, boundary conditions included
@@ -64,6 +68,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from scipy import special
 from scipy.linalg import solve_banded
+from scipy.sparse.linalg import splu
 from scipy.interpolate import (
     Akima1DInterpolator,
     BPoly,
@@ -868,14 +873,72 @@ def _homogeneous_spline_bc(bc_type: Any, n: int) -> Any:
     return tuple(out)
 
 
+class _Collocation:
+    """An interpolating B-spline's square collocation matrix ``B`` (``B c = y``), factored on demand."""
+
+    __slots__ = ("coefficients", "matrix", "_lu")
+
+    def __init__(self, coefficients: Any, matrix: Any) -> None:
+        self.coefficients = coefficients
+        self.matrix = matrix
+        self._lu: Any = None
+
+    def solve(self, rhs: np.ndarray, transpose: bool) -> np.ndarray:
+        if self._lu is None:
+            self._lu = splu(self.matrix.tocsc())
+        shape = np.shape(rhs)
+        flat = np.reshape(rhs, (shape[0], -1))
+        trans = "T" if transpose else "N"
+        if np.iscomplexobj(flat):  # SuperLU of a real matrix: real and imaginary parts apart
+            out = self._lu.solve(np.ascontiguousarray(flat.real), trans) + 1j * self._lu.solve(
+                np.ascontiguousarray(flat.imag), trans
+            )
+        else:
+            out = self._lu.solve(np.ascontiguousarray(flat, dtype=np.float64), trans)
+        return np.reshape(out, shape)
+
+
+def _collocation_solve(rhs: Any, system: _Collocation, transpose: bool) -> np.ndarray:
+    return system.solve(rhs, transpose)
+
+
+collocation_solve_p = primitive(_collocation_solve)
+
+
+def _solve_batched(g: Any, ans: Any, system: _Collocation, transpose: bool) -> Any:
+    # g: batch + (n,) + R; the solve runs along the n axis.
+    nb = np.ndim(g) - np.ndim(ans)
+    return np.moveaxis(collocation_solve_p(np.moveaxis(g, nb, 0), system, transpose), 0, nb)
+
+
+def _collocation_coefficients(y0: Any, system: _Collocation) -> Any:
+    # Solved from these very data by SciPy: its coefficients.
+    return system.coefficients
+
+
+collocation_coefficients_p = primitive(_collocation_coefficients)
+defvjp(collocation_solve_p, lambda g, ans, rhs, system, transpose: _solve_batched(g, ans, system, not transpose),
+       None, None, note="the transposed collocation solve")
+defvjp(collocation_coefficients_p, lambda g, ans, y0, system: _solve_batched(g, ans, system, True), None,
+       note="c = B^-1 y: the VJP solves with B^T")
+
+
 def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=True):
     x = _plain("make_interp_spline", "x", x, "abscissae are not differentiated")
     t = _plain("make_interp_spline", "t", t, "knots are not differentiated")
     bc_type = _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
     spline = make_interp_spline(x, strip_all(y), k, t, bc_type, axis, check_finite)
     n = np.shape(y)[axis]
-    homogeneous = _homogeneous_spline_bc(bc_type, n)
     xs = np.asarray(x, dtype=np.float64)
+    if bc_type is None or (isinstance(bc_type, str) and bc_type == "not-a-knot"):
+        # No derivative conditions: B c = y with B the (banded, sparse) collocation matrix, so
+        # the VJP is one sparse solve with B^T (O(n)) instead of the map's dense matrix.
+        matrix = BSpline.design_matrix(xs, spline._t, spline.k)
+        if matrix.shape[0] == matrix.shape[1] == np.shape(spline._c)[0]:
+            y0 = np.moveaxis(_float(y), spline.axis, 0)
+            spline._c = collocation_coefficients_p(y0, _Collocation(spline._c, matrix))
+            return spline
+    homogeneous = _homogeneous_spline_bc(bc_type, n)
 
     def build(basis):
         return make_interp_spline(xs, basis, k, t, homogeneous, 0, False)._c
