@@ -29,7 +29,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["MODULES", "module_rows", "render", "main"]
+from .names import function_name
+
+__all__ = ["MODULES", "module_rows", "render", "main", "function_name"]
 
 #: The SciPy modules the page covers, in the order shown.
 MODULES = (
@@ -72,7 +74,6 @@ def _distribution(obj: object) -> bool:
 def module_rows() -> Dict[str, List[Tuple[List[str], str, str]]]:
     """``{module: [(names, status, note), ...]}`` for every covered SciPy module."""
     from tapegrad.registry import INTERCEPTED, RULES
-    from tapegrad.names import function_name
 
     modules = _load()
     by_name = {function_name(fun): fun for fun in list(INTERCEPTED)}
