@@ -113,6 +113,8 @@ SPARSE_PROGRAMS = {
     "output_2d": (lambda x: np.outer(x, np.ones(3)) * x[:, None], lambda: RNG.random(4)),
     "float32": (lambda x: np.exp(x) * x[::-1] + np.float32(2) * x, lambda: RNG.random(6).astype(np.float32)),
     "empty_structure": (lambda x: graph_forces(np.where(x > 10, x, 0.0)) + np.sum(np.where(x > 10, x, 0.0)[:4]), lambda: RNG.random(8)),
+    "split": (lambda y: np.concatenate([np.split(y, 2)[0] * np.split(y, 2)[1], np.split(y, 2)[0] ** 2]), lambda: RNG.random(8)),
+    "split_unused_part": (lambda y: np.split(y.reshape(3, 4), [1, 3], axis=1)[2] * 2.0, lambda: RNG.random(12)),
     "division": (lambda x: 1.0 / x + x / (x[::-1] + 2.0), lambda: RNG.random(7) + 0.5),
 }
 

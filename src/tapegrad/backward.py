@@ -244,7 +244,16 @@ def _scatter_banded(cts: _Pending, parent: int, g: BandedCotangent, index: tuple
 
 
 def _fill_zeros(slots: list, ans: Sequence, batch: tuple) -> tuple:
-    """Outputs of a multi-output node that received no cotangent get explicit zeros."""
+    """Outputs of a multi-output node that received no cotangent get explicit zeros.
+
+    Next to a sparse batch they are empty sparse batches (a dense zero batch of a
+    sparse Jacobian's rows could be far too large).
+    """
+    if any(type(s) is SparseCotangent for s in slots):
+        return tuple(
+            s if s is not None else SparseCotangent.empty(batch + np.shape(a), getattr(a, "dtype", float))
+            for s, a in zip(slots, ans)
+        )
     return tuple(
         # zeros in the output's own library (lazy Dask zeros for a Dask output)
         s if s is not None else zeros_like_shaped(a, batch + np.shape(a), getattr(a, "dtype", float))

@@ -226,6 +226,12 @@ class SparseCotangent(NDArrayOperatorsMixin):
         return cls((rows,) + tuple(value_shape), r, cols, np.ones(cols.shape[0], dtype=dtype))
 
     @classmethod
+    def empty(cls, shape: tuple, dtype: Any) -> "SparseCotangent":
+        """A batch of ``shape`` with no entries (all zeros)."""
+        none = np.zeros(0, dtype=np.intp)
+        return cls(tuple(shape), none, none, np.zeros(0, dtype=dtype))
+
+    @classmethod
     def _from_entries(cls, shape: tuple, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> "SparseCotangent":
         """A batch from unique entries in any order (sorted here when they are not)."""
         width = max(math.prod(shape[1:]), 1)
@@ -959,6 +965,30 @@ def _broadcast_to(array: Any, shape: Any, subok: bool = False) -> Any:
     return array.gather(np.ascontiguousarray(source))
 
 
+def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None, casting: Any = "same_kind") -> Any:
+    """Sparse batches joined along a value axis: each one's slots renamed into the joined value's."""
+    arrays = list(arrays) if isinstance(arrays, (list, tuple)) else None
+    if not arrays or out is not None or dtype is not None or axis is None:
+        return None
+    if any(type(a) is not SparseCotangent for a in arrays):
+        return None
+    ndim = arrays[0].ndim
+    axis = operator.index(axis) % ndim if ndim else 0
+    if axis == 0 or any(a.ndim != ndim or a.shape[0] != arrays[0].shape[0] for a in arrays):
+        return None
+    if any(a.shape[:axis] + a.shape[axis + 1 :] != arrays[0].shape[:axis] + arrays[0].shape[axis + 1 :] for a in arrays):
+        return None
+    sizes = [a.shape[axis] for a in arrays]
+    shape = arrays[0].shape[:axis] + (sum(sizes),) + arrays[0].shape[axis + 1 :]
+    ids = np.arange(math.prod(shape[1:]), dtype=np.intp).reshape(shape[1:])
+    pieces = np.split(ids, np.cumsum(sizes)[:-1], axis=axis - 1)
+    rows = np.concatenate([a.rows for a in arrays])
+    cols = np.concatenate([piece.reshape(-1)[a.cols] for a, piece in zip(arrays, pieces)])
+    result = np.result_type(*(a.dtype for a in arrays))
+    data = np.concatenate([a.data.astype(result, copy=False) for a in arrays])
+    return SparseCotangent._from_entries(shape, rows, cols, data)
+
+
 def _zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Any:
     if type(a) is not SparseCotangent or kwargs:
         return None
@@ -986,6 +1016,7 @@ _FUNCTIONS: Dict[Any, Callable[..., Any]] = {
     np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to,
     np.zeros_like: _zeros_like,
+    np.concatenate: _concatenate,
     np.real: lambda val: val if val.dtype.kind != "c" else None,
     np.conj: _conjugate,
     np.conjugate: _conjugate,

@@ -332,8 +332,8 @@ def _split_vjp(g, ans, x, indices_or_sections, axis=0):
     return np.concatenate(g, axis=axis % np.ndim(x) - np.ndim(x))
 
 
-defvjp(np.split, _split_vjp)
-defvjp(np.array_split, _split_vjp)
+defvjp(np.split, _split_vjp, sparse=True)
+defvjp(np.array_split, _split_vjp, sparse=True)
 
 
 def _axis_splitter(min_ndim, axis_of):
