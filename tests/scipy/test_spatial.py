@@ -273,3 +273,13 @@ def test_keyword_calls():
     check_grads(lambda v: Rotation.from_rotvec(rotvec=v).as_matrix(), (V,))
     check_grads(lambda a: Rotation.from_euler(seq="xyz", angles=a, degrees=True).as_quat(), (30 * V,))
     check_grads(lambda q: Rotation.from_quat(quat=q).apply(vectors=P), (Q,))
+
+
+def test_rigid_transform_power_checks():
+    t = lambda c: RigidTransform.from_exp_coords(c)  # noqa: E731
+    with pytest.raises(TypeError):  # no modulus, as in SciPy
+        tg.grad(lambda c: np.sum(t(c).__pow__(2.0, 3).as_matrix()))(C6)
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="exponent"):
+        tg.grad(lambda n: np.sum((t(C6) ** n).as_matrix()) + np.sum(t(n * C6).as_matrix()))(0.5)
+    # The rewrite the message suggests is differentiable in n.
+    check_grads(lambda n: RigidTransform.from_exp_coords(n * t(C6).as_exp_coords()).as_matrix(), (np.array(0.5),))

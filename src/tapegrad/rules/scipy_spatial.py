@@ -41,6 +41,7 @@ import scipy.spatial.transform._rotation_xp as _xp_backend
 from scipy.spatial.transform import Rotation
 
 from ..dispatch import strip, strip_all
+from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
 
 _NAMESPACE = _rotation.array_namespace
@@ -428,10 +429,16 @@ if _TRANSFORM is not None:
             return _TF_INV.__wrapped__(self)
         return _new_transform(_inverse_matrix(self._matrix), _TF_INV.__wrapped__(_plain_transform(self)))
 
-    def _tf_pow(self, n, modulus=None):
+    def _tf_pow(self, n):
         original = _TF_POW.__wrapped__
-        if not _traced(self._matrix):
-            return original(self, n) if modulus is None else original(self, n, modulus)
+        if not _traced(self._matrix) and not _traced(n):
+            return original(self, n)
+        if _traced(n):
+            raise NonDifferentiableArgumentError(
+                "tapegrad cannot differentiate scipy.spatial.transform.RigidTransform.__pow__ in the exponent n: "
+                "pass it as a constant (tapegrad.stop_gradient(n)), or write T ** n as "
+                "RigidTransform.from_exp_coords(n * T.as_exp_coords())."
+            )
         reference = original(_plain_transform(self), n)  # SciPy's checks and special cases
         if n == 0:
             return _new_transform(np.asarray(reference._matrix), reference)
