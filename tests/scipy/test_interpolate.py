@@ -403,6 +403,17 @@ def test_interp1d_unsorted_axis_and_step_kinds():
     np.testing.assert_array_equal(g, np.zeros_like(Q_INSIDE))
 
 
+@pytest.mark.parametrize("kind", ["linear", "nearest", "previous", "next"])
+def test_interp1d_in_the_abscissae(kind):
+    order = rng.permutation(X.size)  # unsorted: SciPy sorts x and y together
+    q = Q if kind in ("linear", "nearest") else Q_INSIDE  # previous/next extrapolate with NaN on one side
+    f = lambda x, v, p: interp1d(x, v, kind=kind, fill_value="extrapolate")(p)
+    np.testing.assert_allclose(tg.vjp(f, X[order], Y[order], q)[0], f(X[order], Y[order], q), rtol=1e-13)
+    check_grads(f, [X[order], Y[order], q], rtol=1e-5, atol=1e-6)
+    f = lambda x, v, p: interp1d(x, v, kind=kind, bounds_error=False, fill_value=(-1.0, 2.0))(p)
+    check_grads(f, [X, Y, Q_INSIDE])
+
+
 def test_interp1d_bounds_error_is_scipys():
     with pytest.raises(ValueError, match="above the interpolation range"):
         tg.grad(lambda p: np.sum(interp1d(X, Y)(p)))(np.array([1.0, 5.0]))
@@ -582,8 +593,8 @@ def test_constant_tracers_are_plain_knots():
 def test_clear_errors():
     with pytest.raises(NonDifferentiableArgumentError, match=r"make_interp_spline with respect to x"):
         tg.grad(lambda x: np.sum(make_interp_spline(x, Y)(Q)))(X)
-    with pytest.raises(NonDifferentiableArgumentError, match=r"interp1d with respect to x"):
-        tg.grad(lambda x: np.sum(interp1d(x, Y)(Q_INSIDE)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"interp1d with respect to x: the abscissae of kind='cubic'"):
+        tg.grad(lambda x: np.sum(interp1d(x, Y, kind="cubic")(Q_INSIDE)))(X)
     with pytest.raises(NonDifferentiableArgumentError, match=r"the breakpoints"):
         tg.grad(lambda x: CubicSpline(x, np.r_[Y[:-1], Y[0]], bc_type="periodic").integrate(-1.0, 5.0))(X)
     with pytest.raises(NonDifferentiableArgumentError, match=r"the knots"):

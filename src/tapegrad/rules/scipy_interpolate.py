@@ -50,10 +50,13 @@ Evaluation (methods intercepted with ``inspect_self``)
 FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
 tuple) is evaluated the same way, in the query points and the coefficients.
 
+``interp1d``'s linear kind is differentiated in its abscissae (its step kinds only
+compare with them: a zero derivative).
+
 Not differentiated (a clear error instead): the abscissae and grids of
-``make_interp_spline`` (and the other ``make_*_spline``), ``interp1d`` and
-``RegularGridInterpolator`` (``x``, ``t``, ``points``), the breakpoints or knots of
-a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
+``make_interp_spline`` (and the other ``make_*_spline``), of ``interp1d``'s spline
+kinds and of ``RegularGridInterpolator`` (``x``, ``t``, ``points``), the breakpoints
+or knots of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
@@ -984,12 +987,20 @@ def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
 # ----------------------------------------------------------------- interp1d
 def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=None, fill_value=np.nan,
                    assume_sorted=False):
-    x = _plain("interp1d", "x", x, "abscissae are not differentiated")
+    # The abscissae enter the linear kind's slopes; the step kinds only compare with them.
+    traced_x = _reaches_source(x)
+    if traced_x and not (isinstance(kind, str) and kind in ("linear", "nearest", "nearest-up", "previous", "next")):
+        _plain("interp1d", "x", x, f"the abscissae of kind={kind!r} are not differentiated (kind='linear' are)")
     fill_value = _plain("interp1d", "fill_value", fill_value)
-    interp1d.__init__(self, x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
+    plain_x = strip_all(x)
+    interp1d.__init__(self, plain_x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
+    order = None if assume_sorted else np.argsort(np.asarray(plain_x), kind="mergesort")
+    if traced_x:  # kept next to SciPy's plain (sorted) x
+        knots = _breakpoints_of(x)
+        self.__dict__["_tapegrad_x"] = knots if order is None else knots[order]
     y = _float(y)
-    if not assume_sorted:
-        y = np.take(y, np.argsort(np.asarray(x), kind="mergesort"), axis=self.axis)
+    if order is not None:
+        y = np.take(y, order, axis=self.axis)
     self.y = y
     self._y = np.reshape(np.moveaxis(y, self.axis, 0), (np.shape(y)[self.axis], -1))
     if self._kind == "spline" and self._call is interp1d._call_spline:
@@ -1013,7 +1024,8 @@ def _interp1d_evaluate(self, x_new):
     if kind == "linear":
         hi = np.clip(np.searchsorted(self.x, plain), 1, n - 1)
         lo = hi - 1
-        x_lo, x_hi = self.x[lo], self.x[hi]
+        knots = self.__dict__.get("_tapegrad_x", self.x)
+        x_lo, x_hi = knots[lo], knots[hi]
         slope = (y[hi] - y[lo]) / (x_hi - x_lo)[:, None]
         out = slope * (flat - x_lo)[:, None] + y[lo]
     elif kind in ("nearest", "nearest-up"):
