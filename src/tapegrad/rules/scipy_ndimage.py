@@ -226,7 +226,8 @@ def _fold_back(ge: Any, axis: int, n: int, size: int, mode: str, origin: int) ->
     last = np.moveaxis(ge, axis, -1) if axis != -1 else ge
     out = last[..., start : start + n]
     if border.size:
-        out = out + last[..., border] @ fold.astype(np.result_type(strip(ge)), copy=False)
+        # Each border sample adds onto the one input sample it copies (a scatter-add).
+        out = out + scatter_p(take_p(last, border), fold.argmax(axis=1), n)
     return np.moveaxis(out, -1, axis) if axis != -1 else out
 
 
