@@ -406,7 +406,7 @@ def test_interp1d_unsorted_axis_and_step_kinds():
 @pytest.mark.parametrize("kind", ["linear", "nearest", "previous", "next"])
 def test_interp1d_in_the_abscissae(kind):
     order = rng.permutation(X.size)  # unsorted: SciPy sorts x and y together
-    q = Q if kind in ("linear", "nearest") else Q_INSIDE  # previous/next extrapolate with NaN on one side
+    q = Q_FD if kind in ("linear", "nearest") else Q_INSIDE  # previous/next extrapolate with NaN on one side
     f = lambda x, v, p: interp1d(x, v, kind=kind, fill_value="extrapolate")(p)
     np.testing.assert_allclose(tg.vjp(f, X[order], Y[order], q)[0], f(X[order], Y[order], q), rtol=1e-13)
     check_grads(f, [X[order], Y[order], q], rtol=1e-5, atol=1e-6)
