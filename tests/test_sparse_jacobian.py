@@ -412,3 +412,36 @@ def test_sum_of_lazy_sums_keeps_the_grouping(monkeypatch):
         (((a + b) + c) + d, ((a.dense() + b.dense()) + c.dense()) + d.dense()),
     ):
         assert np.array_equal(got.to_array(), want)
+
+
+def test_hub_node_scatter_add_first_and_second_order():
+    """A node with 20 edges: np.add.at sums 20 terms per result (NumPy's pairwise order in the Hessian)."""
+    hub_i = np.concatenate([np.zeros(20, dtype=int), np.arange(1, 8)])
+    hub_j = np.concatenate([np.arange(1, 21), np.arange(2, 9)])
+    scale = 10.0 ** RNG.integers(-6, 6, hub_i.size)
+
+    def forces(x):
+        d = (x[hub_i] - x[hub_j]) * scale
+        out = np.zeros_like(x)
+        np.add.at(out, hub_i, d**3)
+        np.add.at(out, hub_j, -d)
+        return out
+
+    x = RNG.standard_normal(21)
+    check(forces, x)
+    check(lambda x: np.sum(forces(x) ** 2), x, hessian=True)
+
+
+def test_long_segment_sums_in_a_hessian_use_numpys_order(monkeypatch):
+    """Segments of 12 terms summed in the Hessian's sweep: rows with such sums go through NumPy's own reduceat."""
+    used = []
+    real = sb.SparseCotangent.rows_dense
+    monkeypatch.setattr(sb.SparseCotangent, "rows_dense", lambda self, which: used.append(which.size) or real(self, which))
+    w = 10.0 ** RNG.integers(-6, 6, 20)
+
+    def f(x):
+        v = x * x * w + np.roll(x, 1) * 3.0 + np.roll(x, 2) * 1e-3  # a Hessian row meets 3 slots of a segment
+        return np.sum(np.add.reduceat(v, [0, 12, 15]) ** 2)
+
+    check(f, RNG.standard_normal(20), hessian=True)
+    assert used  # the dense-row path ran
