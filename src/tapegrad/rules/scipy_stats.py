@@ -109,17 +109,19 @@ defvjp(with_value, lambda g, ans, traced, exact: g, None)
 
 
 def _gather(v: Any, shape: tuple, cond: np.ndarray, always: bool = False) -> Any:
-    """The entries of ``v`` broadcast to ``shape`` where ``cond`` holds (1-d).
+    """``v`` as SciPy's ``argsreduce`` hands it to the private methods, traced (1-d).
 
-    Flattened first, so that a 0-d call is indexed like any other.  Where
-    ``cond`` holds everywhere (the common case) nothing is gathered.
+    Where ``cond`` holds everywhere (the common case): broadcast to ``shape`` and
+    flat, nothing gathered; else the entries where ``cond`` holds, a one-element
+    ``v`` as it is.  ``always``: the entries where ``cond`` holds, whatever ``v``.
+    Flattened first, so that a 0-d call is indexed like any other.
     """
     if not always and cond.all():
-        # As SciPy's argsreduce hands them to the private methods: a one-element
-        # argument as it is, the others broadcast and flat; no gather, no scatter.
-        if np.size(v) == 1:
-            return np.reshape(v, (1,))
+        # As SciPy's argsreduce hands them to the private methods then: every argument
+        # broadcast and flat (some zip them); no gather, no scatter.
         return np.reshape(np.broadcast_to(v, shape), (-1,))
+    if not always and np.size(v) == 1:  # argsreduce keeps a one-element argument as it is
+        return np.reshape(v, (1,))
     return np.reshape(np.broadcast_to(v, shape), (-1,))[np.ravel(cond)]
 
 
