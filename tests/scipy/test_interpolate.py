@@ -490,6 +490,24 @@ def test_regular_grid_pchip():
     check_grads(f, [v, PTS])
 
 
+@pytest.mark.parametrize("method", ["linear", "nearest", "pchip"])
+def test_regular_grid_in_the_grid(method):
+    v = rng.standard_normal((7, 6, 2))
+    f = lambda gx, gy, vv, p: RegularGridInterpolator((gx, gy), vv, method=method)(p)
+    np.testing.assert_allclose(tg.vjp(f, GX, GY, v, PTS)[0], f(GX, GY, v, PTS), rtol=1e-13, atol=1e-15)
+    check_grads(f, [GX, GY, v, PTS], rtol=1e-5, atol=1e-6)
+    # A descending grid (SciPy flips it), outside points extrapolated; interpn builds the same.
+    f = lambda gx, vv, p: interpn((gx[::-1], GY), vv, p, method=method, bounds_error=False, fill_value=None)
+    check_grads(f, [GX, v, PTS * 1.2], rtol=1e-5, atol=1e-6)
+
+
+def test_regular_grid_spline_methods_refuse_a_traced_grid():
+    with pytest.raises(NonDifferentiableArgumentError, match="method='cubic'"):
+        tg.grad(lambda gx: np.sum(RegularGridInterpolator((gx, GY), V, method="cubic")(PTS)))(GX)
+    with pytest.raises(NonDifferentiableArgumentError, match="method='cubic'"):
+        tg.grad(lambda gx: np.sum(RegularGridInterpolator((gx, GY), V)(PTS, method="cubic")))(GX)
+
+
 def test_interpn():
     f = lambda v, p: interpn((GX, GY), v, p, method="cubic")
     check_grads(f, [V, PTS])

@@ -50,13 +50,14 @@ Evaluation (methods intercepted with ``inspect_self``)
 FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
 tuple) is evaluated the same way, in the query points and the coefficients.
 
-``interp1d``'s linear kind is differentiated in its abscissae (its step kinds only
-compare with them: a zero derivative).
+``interp1d``'s linear kind is differentiated in its abscissae, and
+``RegularGridInterpolator``/``interpn`` with ``linear`` and ``pchip`` in the grid
+(step kinds and ``nearest`` only compare with them: a zero derivative).
 
 Not differentiated (a clear error instead): the abscissae and grids of
 ``make_interp_spline`` (and the other ``make_*_spline``), of ``interp1d``'s spline
-kinds and of ``RegularGridInterpolator`` (``x``, ``t``, ``points``), the breakpoints
-or knots of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
+kinds and of ``RegularGridInterpolator``'s spline methods (``x``, ``t``, ``points``),
+the breakpoints or knots of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
@@ -1048,11 +1049,22 @@ def _interp1d_evaluate(self, x_new):
 # ----------------------------------------------------------------- regular grids
 def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_value=np.nan, *, solver=None,
               solver_args=None):
-    points = _plain("RegularGridInterpolator", "points", points, "the grid is not differentiated")
+    # The grid enters the linear and pchip weights; the spline methods' weights come from
+    # SciPy's own solves on the plain grid.
+    traced_grid = _reaches_source(points)
+    if traced_grid and method not in ("linear", "nearest", "pchip"):
+        _plain("RegularGridInterpolator", "points", points,
+               f"the grid of method={method!r} is not differentiated ('linear', 'nearest' and 'pchip' are)")
     fill_value = _plain("RegularGridInterpolator", "fill_value", fill_value)
     RegularGridInterpolator.__init__(
-        self, points, strip_all(values), method, bounds_error, fill_value, solver=solver, solver_args=solver_args
+        self, strip_all(points), strip_all(values), method, bounds_error, fill_value, solver=solver,
+        solver_args=solver_args,
     )
+    if traced_grid:  # kept next to SciPy's plain (ascending) grid
+        grid = [_breakpoints_of(p) for p in points]
+        self.__dict__["_tapegrad_grid"] = tuple(
+            np.flip(g) if d in self._descending_dimensions else g for d, g in enumerate(grid)
+        )
     if type(values) is not Tracer:
         values = np.asarray(values)
     if values.dtype.kind not in "fc":
@@ -1102,7 +1114,7 @@ def _spline_weights(grid: np.ndarray, k: int, points: Any, nu: int) -> Any:
     return _bspline_evaluate(cardinal._t, cardinal._c, k, points, nu, True, 0)
 
 
-def _rgi_pchip(grid: tuple, values: Any, flat: Any, plain: np.ndarray) -> Any:
+def _rgi_pchip(grid: tuple, values: Any, flat: Any, plain: np.ndarray, plain_grid: tuple) -> Any:
     """SciPy's recursive PCHIP on a grid: fold the last axis, then each axis at each point's coordinate.
 
     SciPy fits one ``PchipInterpolator`` per point and axis; here the slopes and
@@ -1120,7 +1132,7 @@ def _rgi_pchip(grid: tuple, values: Any, flat: Any, plain: np.ndarray) -> Any:
         else:
             y0 = np.moveaxis(folded, d + 1, 0)  # (n_d, P, n_0, ..., n_{d-1}, extra)
         c = _hermite_coefficients(g, y0, _pchip_slopes(g, y0))
-        index, _ = _pp_intervals(g, plain[:, d])
+        index, _ = _pp_intervals(plain_grid[d], plain[:, d])
         pieces = c[:, index] if folded is None else c[:, index, points]  # (4, P, ...)
         t = np.reshape(flat[:, d] - g[index], (-1,) + (1,) * (np.ndim(pieces) - 2))
         folded = _horner(pieces, t)  # (P, n_0, ..., n_{d-1}, extra)
@@ -1137,6 +1149,10 @@ def _rgi_call(self, xi, method=None, *, nu=None):
         self._validate_grid_dimensions(self._grid, method)
     flat, plain, shape, nans, outside = _rgi_points(self, xi)
     values = self._values
+    grid = self.__dict__.get("_tapegrad_grid", self._grid)  # traced when built from a traced grid
+    if grid is not self._grid and method not in ("linear", "nearest", "pchip"):
+        _plain("RegularGridInterpolator.__call__", "points (the grid)", grid,
+               f"the grid of method={method!r} is not differentiated ('linear', 'nearest' and 'pchip' are)")
     ndim = len(self._grid)
     extra = np.ndim(values) - ndim
     if method in ("linear", "nearest"):
@@ -1148,7 +1164,7 @@ def _rgi_call(self, xi, method=None, *, nu=None):
             result = 0.0
             weights = []
             for d in range(ndim):
-                g, i = self._grid[d], indices[d]
+                g, i = grid[d], indices[d]
                 w = (flat[:, d] - g[i]) / (g[i + 1] - g[i])
                 weights.append(((i, 1 - w), (i + 1, w)))
             for corner in np.ndindex(*(2,) * ndim):
@@ -1158,7 +1174,7 @@ def _rgi_call(self, xi, method=None, *, nu=None):
                     weight = weight * weights[d][corner[d]][1]
                 result = result + values[index] * _trailing(weight, extra)
     elif method == "pchip":
-        result = _rgi_pchip(self._grid, values, flat, plain)
+        result = _rgi_pchip(grid, values, flat, plain, self._grid)
     else:
         k = self._SPLINE_DEGREE_MAP[method]
         orders = (0,) * ndim if nu is None else tuple(int(v) for v in np.broadcast_to(nu, (ndim,)))
