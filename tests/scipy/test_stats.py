@@ -93,6 +93,31 @@ def test_continuous_sample(name, method, shapes, params):
     check_grads(fun, args, rtol=1e-4, atol=1e-6, eps=1e-6)
 
 
+@pytest.mark.parametrize("name, method, shapes, params", SAMPLE[::2], ids=[f"{c[0]}.{c[1]}" for c in SAMPLE[::2]])
+def test_some_entries_invalid(name, method, shapes, params):
+    """With a nan entry SciPy gathers the valid ones: the same derivatives, and zero at the nan."""
+    dist = getattr(st, name)
+    values = {"loc": LOC, "scale": SCALE}
+    values.update(zip(_names(dist), shapes))
+    values["x"] = Q if method in ("ppf", "isf") else dist.ppf(Q, *shapes) * SCALE + LOC
+    with_nan = dict(values, x=np.append(values["x"], np.nan))
+    for p in params:
+        def full(t, p=p):
+            return _call(name, method, shapes, dict(values, **{p: t}))
+
+        def part(t, p=p):
+            return _call(name, method, shapes, dict(with_nan, **{p: t}))
+
+        t = np.append(values["x"], np.nan)[:3] if p == "x" else np.asarray(values[p], dtype=float)
+        jac_full = tg.jacobian(full)(t)
+        if p == "x":
+            jac_part = tg.jacobian(lambda t: part(np.append(t, np.nan)))(t)
+        else:
+            jac_part = tg.jacobian(part)(t)
+        np.testing.assert_allclose(jac_part[:3], jac_full, rtol=1e-12, atol=1e-300)
+        assert np.all(jac_part[3] == 0)
+
+
 DISCRETE_SAMPLE = [
     ("poisson", "pmf", {"mu": 2.3}, [0, 2, 5]),
     ("poisson", "logcdf", {"mu": 2.3}, [0, 2, 5]),
