@@ -160,10 +160,12 @@ def test_long_sums_follow_numpys_pairwise_order():
     x = RNG.standard_normal((3, 40)) * 10.0 ** RNG.integers(-8, 8, (3, 40))
 
     def f(x):
-        s = np.sum(x * np.exp(x * 1e-9), axis=1, keepdims=True)  # each row of the batch sums 40 slots
-        return (x * s).ravel()
+        s = np.sum(x * np.exp(x * 1e-9), axis=1, keepdims=True)
+        # The cotangent of the broadcast s adds 40 entries of one batch row (un-broadcasting in the sweep).
+        return np.sum(x * s, axis=1) + np.sum(x * s, axis=0)[:3]
 
     check(f, x)
+    check(lambda x: np.sum(f(x) ** 2), x, hessian=True)
 
 
 def test_scatter_add_of_many_terms_in_index_order():

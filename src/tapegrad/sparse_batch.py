@@ -580,10 +580,12 @@ class SparseCotangent(NDArrayOperatorsMixin):
         new_v = kept_shape if keepdims else out_v
         extent = math.prod(vshape) // max(math.prod(kept_shape), 1)
         reduce = lambda d: np.add.reduce(d, axis=axes, keepdims=keepdims)  # noqa: E731
-        return self._reduced(target, new_v, reduce, extent <= _SEQUENTIAL)
+        # Over the last axis alone, each result is NumPy's sum of one contiguous run of slots.
+        run = extent if axes == (self.ndim - 1,) else 0
+        return self._reduced(target, new_v, reduce, extent <= _SEQUENTIAL, run)
 
     def _reduced(
-        self, target: np.ndarray, new_v: tuple, dense_reduce: Callable, sequential: bool
+        self, target: np.ndarray, new_v: tuple, dense_reduce: Callable, sequential: bool, run: int = 0
     ) -> "SparseCotangent":
         """Slot ``j`` added into result slot ``target[j]``, each result as ``dense_reduce`` computes it.
 
@@ -592,7 +594,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
         says that NumPy adds them one after the other in slot order (a reduction
         over at most :data:`_SEQUENTIAL` elements); rows with any other result go
         through ``dense_reduce`` on their dense rows, so that every number is the
-        one NumPy's (pairwise) reduction gives.
+        one NumPy's (pairwise) reduction gives.  With ``run`` (a sum over the last
+        axis, of that length: result ``t`` adds slots ``t * run ...``), only the
+        results that add more than two entries are laid out densely, each as the
+        one run NumPy reduces.
         """
         width = max(math.prod(new_v), 1)
         new_cols = target[self.cols]
@@ -616,6 +621,16 @@ class SparseCotangent(NDArrayOperatorsMixin):
             long_sums = np.zeros(starts.shape[0], dtype=sums.dtype)
             np.add.at(long_sums, group, data)
             sums[heavy] = long_sums[heavy]
+        elif heavy.any() and run:
+            which = np.flatnonzero(heavy)
+            members = counts[which]
+            if which.shape[0] * run * sums.dtype.itemsize > MAX_DENSE_BYTES:
+                raise DenseBatchTooLarge(run, sums.dtype.itemsize)
+            block = np.zeros((which.shape[0], run), dtype=sums.dtype)
+            within = np.arange(int(members.sum())) - np.repeat(np.cumsum(members) - members, members)
+            entries = order[np.repeat(starts[which], members) + within]
+            block[np.repeat(np.arange(which.shape[0]), members), self.cols[entries] % run] = self.data[entries]
+            sums[which] = np.add.reduce(block, axis=1)
         elif heavy.any():
             heavy_rows = np.unique(result_rows[heavy])
             reduced = np.asarray(dense_reduce(self.rows_dense(heavy_rows))).reshape(heavy_rows.shape[0], -1)
