@@ -291,6 +291,8 @@ def test_jacobian_sparsity():
 
     P = jacobian_sparsity(bratu)(0.1 * RNG.random((5, 5)))
     assert P.dtype == bool and P.nnz == 25 * 5 - 4 * 5
+    H = jacobian_sparsity(gl_energy, hessian=True)(RNG.standard_normal((4, 6)))
+    assert H.shape == (24, 24) and H.nnz == 24 * 5 - 2 * (4 + 6)
 
 
 def test_scalar_output_and_unconnected_input():
