@@ -358,6 +358,21 @@ def test_make_interp_spline_complex_data_and_large_n():
     np.testing.assert_allclose(np.sum(g), 501, rtol=1e-9)  # the spline of constant data is that constant
 
 
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 5])
+def test_make_interp_spline_in_the_abscissae(k):
+    x = np.r_[X, 3.3, 3.9]
+    y = np.sin(x)
+    q = np.r_[Q_FD, 4.1] + 0.011
+    f = lambda xx, v, p: make_interp_spline(xx, v, k=k)(p)
+    np.testing.assert_allclose(tg.vjp(f, x, y, q)[0], f(x, y, q), rtol=1e-12, atol=1e-14)
+    check_grads(f, [x, y, q], rtol=1e-4, atol=1e-5, order=1 if k == 0 else 2)
+    # With given knots t: the interior abscissae move, the knots stay.
+    t = np.r_[[0.0] * 4, 1.0, 1.8, 2.4, 3.0, 3.6, [3.9] * 4]
+    g = lambda inner, v: make_interp_spline(np.concatenate([x[:1], inner, x[-1:]]), v, k=3, t=t, axis=0)(q)
+    y2 = np.stack([y, y ** 2], axis=1)
+    check_grads(g, [x[1:-1], y2], rtol=1e-4, atol=1e-5)
+
+
 def test_make_interp_spline_axis():
     y = rng.standard_normal((2, X.size, 3))
     assert_linear_in_data(lambda v: make_interp_spline(X, v, axis=1), y, Q)
@@ -403,10 +418,10 @@ def test_interp1d_unsorted_axis_and_step_kinds():
     np.testing.assert_array_equal(g, np.zeros_like(Q_INSIDE))
 
 
-@pytest.mark.parametrize("kind", ["linear", "nearest", "previous", "next"])
+@pytest.mark.parametrize("kind", ["linear", "nearest", "previous", "next", "zero", "slinear", "quadratic", "cubic"])
 def test_interp1d_in_the_abscissae(kind):
     order = rng.permutation(X.size)  # unsorted: SciPy sorts x and y together
-    q = Q_FD if kind in ("linear", "nearest") else Q_INSIDE  # previous/next extrapolate with NaN on one side
+    q = Q_INSIDE if kind in ("previous", "next") else Q_FD  # previous/next extrapolate with NaN on one side
     f = lambda x, v, p: interp1d(x, v, kind=kind, fill_value="extrapolate")(p)
     np.testing.assert_allclose(tg.vjp(f, X[order], Y[order], q)[0], f(X[order], Y[order], q), rtol=1e-13)
     check_grads(f, [X[order], Y[order], q], rtol=1e-5, atol=1e-6)
@@ -610,9 +625,9 @@ def test_constant_tracers_are_plain_knots():
 
 def test_clear_errors():
     with pytest.raises(NonDifferentiableArgumentError, match=r"make_interp_spline with respect to x"):
-        tg.grad(lambda x: np.sum(make_interp_spline(x, Y)(Q)))(X)
-    with pytest.raises(NonDifferentiableArgumentError, match=r"interp1d with respect to x: the abscissae of kind='cubic'"):
-        tg.grad(lambda x: np.sum(interp1d(x, Y, kind="cubic")(Q_INSIDE)))(X)
+        tg.grad(lambda x: np.sum(make_interp_spline(x, Y, bc_type="natural")(Q)))(X)
+    with pytest.raises(NonDifferentiableArgumentError, match=r"make_lsq_spline with respect to x"):
+        tg.grad(lambda x: np.sum(scipy.interpolate.make_lsq_spline(x, Y, T)(Q_INSIDE)))(X)
     with pytest.raises(NonDifferentiableArgumentError, match=r"the breakpoints"):
         tg.grad(lambda x: CubicSpline(x, np.r_[Y[:-1], Y[0]], bc_type="periodic").integrate(-1.0, 5.0))(X)
     with pytest.raises(NonDifferentiableArgumentError, match=r"the knots"):

@@ -50,13 +50,16 @@ Evaluation (methods intercepted with ``inspect_self``)
 FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
 tuple) is evaluated the same way, in the query points and the coefficients.
 
-``interp1d``'s linear kind is differentiated in its abscissae, and
-``RegularGridInterpolator``/``interpn`` with ``linear`` and ``pchip`` in the grid
-(step kinds and ``nearest`` only compare with them: a zero derivative).
+``make_interp_spline`` without derivative conditions (and so every kind of
+``interp1d``) is differentiated in its abscissae ``x`` too: SciPy's knots from the
+traced ``x``, the collocation matrix from de Boor's recurrence, a banded solve whose
+VJP solves the transposed system; ``RegularGridInterpolator``/``interpn`` with
+``linear`` and ``pchip`` in the grid (step kinds and ``nearest`` only compare with
+them: a zero derivative).
 
-Not differentiated (a clear error instead): the abscissae and grids of
-``make_interp_spline`` (and the other ``make_*_spline``), of ``interp1d``'s spline
-kinds and of ``RegularGridInterpolator``'s spline methods (``x``, ``t``, ``points``),
+Not differentiated (a clear error instead): the abscissae of ``make_interp_spline``
+with derivative or periodic boundary conditions and of ``make_lsq_spline`` and
+``make_smoothing_spline``, the grid of ``RegularGridInterpolator``'s spline methods,
 the breakpoints or knots of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
 coefficients (one with plain coefficients is evaluated at traced points), the data
 of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
@@ -605,6 +608,68 @@ def _tridiagonal_vjps():
 defvjp(tridiagonal_solve_p, *_tridiagonal_vjps(), note="transposed tridiagonal solve")
 
 
+def _shift_rows(band: Any, rows: list, shifts: list) -> Any:
+    """Stack ``band[rows[q]]`` moved by ``shifts[q]`` columns (``out[q, j] = band[rows[q], j + shift]``, 0 outside)."""
+    n = np.shape(band)[1]
+    out = []
+    for r, shift in zip(rows, shifts):
+        row = band[r]
+        if shift > 0:
+            row = np.concatenate([row[shift:], np.zeros(min(shift, n), dtype=np.result_type(band))])
+        elif shift < 0:
+            row = np.concatenate([np.zeros(min(-shift, n), dtype=np.result_type(band)), row[: n + shift]])
+        out.append(row)
+    return np.stack(out)
+
+
+def _banded_solve(ab: Any, b: Any, lower: int, upper: int) -> np.ndarray:
+    """Solve ``A s = b``, ``A`` in LAPACK's banded storage ``ab[upper + i - j, j] = A[i, j]``."""
+    b = np.asarray(b)
+    n = np.shape(b)[0]
+    return np.reshape(solve_banded((lower, upper), ab, np.reshape(b, (n, -1)), check_finite=False), np.shape(b))
+
+
+banded_solve_p = primitive(_banded_solve)
+
+
+def _transposed_band(ab: Any, lower: int, upper: int) -> Any:
+    # A^T[i, j] = A[j, i]: row r of its storage is row lower + upper - r of ab, moved by r - lower.
+    rows = list(range(lower + upper + 1))
+    return _shift_rows(ab, [lower + upper - r for r in rows], [r - lower for r in rows])
+
+
+def _banded_adjoint(g, ans, ab, b, lower, upper):
+    nb = np.ndim(g) - np.ndim(ans)
+    lam = banded_solve_p(_transposed_band(ab, lower, upper), np.moveaxis(g, nb, 0), upper, lower)
+    return np.moveaxis(lam, 0, nb)
+
+
+def _banded_matrix_vjp(g, ans, ab, b, lower, upper):
+    # The cotangent of A is -lam s^T; its storage entry [r, j] is A[j + r - upper, j].
+    nb = np.ndim(g) - np.ndim(ans)
+    lam = np.moveaxis(_banded_adjoint(g, ans, ab, b, lower, upper), nb, 0)  # (n, batch..., R...)
+    s = np.reshape(ans, np.shape(ans)[:1] + (1,) * nb + np.shape(ans)[1:])
+    trailing = tuple(range(1 + nb, np.ndim(lam)))
+    rows = []
+    for r in range(lower + upper + 1):
+        shift = r - upper  # lam row j + shift pairs with s row j
+        n = np.shape(ans)[0]
+        if shift >= 0:
+            part = lam[shift:] * s[: n - shift] if shift < n else None
+            pad = [np.zeros((min(shift, n),) + np.shape(lam)[1:], dtype=np.result_type(lam))]
+            pieces = ([part] if part is not None else []) + pad
+        else:
+            part = lam[: n + shift] * s[-shift:] if -shift < n else None
+            pad = [np.zeros((min(-shift, n),) + np.shape(lam)[1:], dtype=np.result_type(lam))]
+            pieces = pad + ([part] if part is not None else [])
+        full = np.concatenate(pieces, axis=0)  # (n, batch..., R...): entry j is lam[j + shift] s[j]
+        rows.append(-np.sum(full, axis=trailing) if trailing else -full)
+    return np.moveaxis(np.stack(rows), (0, 1), (-2, -1))  # batch + (bands, n)
+
+
+defvjp(banded_solve_p, _banded_matrix_vjp, _banded_adjoint, None, None, note="transposed banded solve")
+
+
 def _cubic_bc_sides(bc_type: Any) -> list:
     """``bc_type`` as SciPy validates it: two sides, each a string or ``(order, value)``."""
     sides = (bc_type, bc_type) if isinstance(bc_type, str) else tuple(bc_type)
@@ -927,9 +992,53 @@ defvjp(collocation_coefficients_p, lambda g, ans, y0, system: _solve_batched(g, 
        note="c = B^-1 y: the VJP solves with B^T")
 
 
+def _interp_spline_in_x(x: Any, y0: Any, k: int, t: Any) -> tuple:
+    """``make_interp_spline``'s knots and coefficients (no derivative conditions) from traced abscissae.
+
+    The same knots as SciPy's (``_not_a_knot``, or ``t``), the collocation matrix
+    ``B[i, j] = B_j(x_i)`` from de Boor's recurrence on the traced values, in banded
+    storage, and ``c = B^-1 y`` by a banded solve whose VJP solves with ``B^T``.
+    """
+    if k == 0:
+        return np.concatenate([x, x[-1:]]), y0
+    if k == 1 and t is None:
+        return np.concatenate([x[:1], x, x[-1:]]), y0
+    if t is None:
+        if k % 2 == 1:
+            inner = x[(k + 1) // 2 : -((k + 1) // 2)]
+        else:
+            inner = ((x[1:] + x[:-1]) / 2)[k // 2 : -(k // 2)]
+        t = np.concatenate([x[:1]] * (k + 1) + [inner] + [x[-1:]] * (k + 1))
+    else:
+        t = np.asarray(t, dtype=np.float64)
+    tv, xv = np.asarray(strip(t)), np.asarray(strip(x))
+    n = len(xv)
+    index = np.clip(np.searchsorted(tv, xv, side="right") - 1, k, len(tv) - k - 2)
+    basis = _bspline_basis(t, k, index, x)  # basis[r][i] = B_{index_i - k + r}(x_i)
+    rows = np.arange(n)
+    lower = int(np.max(rows - (index - k)))
+    upper = int(max(np.max(index - rows), 0))
+    ab = np.zeros_like(basis[-1], shape=(lower + upper + 1, n))
+    for r in range(k + 1):
+        columns = index - k + r
+        ab[upper + rows - columns, columns] = basis[r]
+    c = banded_solve_p(ab, np.reshape(y0, (n, -1)), lower, upper)
+    return t, np.reshape(c, np.shape(y0))
+
+
 def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=True):
-    x = _plain("make_interp_spline", "x", x, "abscissae are not differentiated")
     t = _plain("make_interp_spline", "t", t, "knots are not differentiated")
+    if _reaches_source(x):
+        if not (bc_type is None or (isinstance(bc_type, str) and bc_type == "not-a-knot")):
+            _plain("make_interp_spline", "x", x,
+                   "the abscissae are differentiated without derivative or periodic boundary conditions only")
+        spline = make_interp_spline(strip_all(x), strip_all(y), k, t, strip_all(bc_type), axis, check_finite)
+        knots, c = _interp_spline_in_x(_breakpoints_of(x), np.moveaxis(_float(y), spline.axis, 0), spline.k, t)
+        spline._c = c
+        if type(knots) is Tracer:
+            spline.__dict__["_tapegrad_t"] = knots
+        return spline
+    x = strip_all(x)
     bc_type = _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
     spline = make_interp_spline(x, strip_all(y), k, t, bc_type, axis, check_finite)
     n = np.shape(y)[axis]
@@ -988,10 +1097,9 @@ def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
 # ----------------------------------------------------------------- interp1d
 def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=None, fill_value=np.nan,
                    assume_sorted=False):
-    # The abscissae enter the linear kind's slopes; the step kinds only compare with them.
+    # The abscissae enter the linear kind's slopes and the spline kinds' collocation;
+    # the step kinds only compare with them.
     traced_x = _reaches_source(x)
-    if traced_x and not (isinstance(kind, str) and kind in ("linear", "nearest", "nearest-up", "previous", "next")):
-        _plain("interp1d", "x", x, f"the abscissae of kind={kind!r} are not differentiated (kind='linear' are)")
     fill_value = _plain("interp1d", "fill_value", fill_value)
     plain_x = strip_all(x)
     interp1d.__init__(self, plain_x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
@@ -1005,7 +1113,8 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
     self.y = y
     self._y = np.reshape(np.moveaxis(y, self.axis, 0), (np.shape(y)[self.axis], -1))
     if self._kind == "spline" and self._call is interp1d._call_spline:
-        self._spline = make_interp_spline(self.x, self._y, k=self._spline.k, check_finite=False)
+        knots = self.__dict__.get("_tapegrad_x", self.x)
+        self._spline = make_interp_spline(knots, self._y, k=self._spline.k, check_finite=False)
     if isinstance(fill_value, str) and fill_value == "extrapolate" and self._kind in ("previous", "next"):
         # SciPy extrapolates previous/next with the last/first data value: a traced fill.
         edge = np.reshape(np.take(y, -1 if self._kind == "previous" else 0, axis=self.axis), (-1,))
