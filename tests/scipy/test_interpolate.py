@@ -718,3 +718,32 @@ def test_large_cubic_spline_gradient_is_linear_time():
     e = np.zeros_like(x)
     e[j] = 1.0
     np.testing.assert_allclose(g[j], np.sum(CubicSpline(x, e)(q)), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("lower, upper", [(1, 1), (2, 1), (0, 2), (3, 3)])
+def test_banded_solve_primitive_against_the_dense_solve(lower, upper):
+    from tapegrad.rules.scipy_interpolate import banded_solve_p
+
+    n = 7
+    dense = np.zeros((n, n))
+    for i in range(n):
+        for j in range(max(0, i - lower), min(n, i + upper + 1)):
+            dense[i, j] = rng.uniform(0.1, 1.0) + (4.0 if i == j else 0.0)
+    ab = np.zeros((lower + upper + 1, n))
+    for i in range(n):
+        for j in range(max(0, i - lower), min(n, i + upper + 1)):
+            ab[upper + i - j, j] = dense[i, j]
+    b = rng.standard_normal((n, 2))
+    np.testing.assert_allclose(banded_solve_p(ab, b, lower, upper), np.linalg.solve(dense, b), rtol=1e-13)
+    jac = tg.jacobian(lambda v: banded_solve_p(ab, v, lower, upper))(b[:, 0])
+    np.testing.assert_allclose(jac, np.linalg.inv(dense), rtol=1e-12, atol=1e-14)
+    # In the band: -lam s^T on the band's entries (lam = A^-T g), nothing on the storage's unused corners.
+    g = rng.standard_normal(n)
+    grad = tg.grad(lambda a: np.sum(g * banded_solve_p(a, b[:, 0], lower, upper)))(ab)
+    outer = -np.outer(np.linalg.solve(dense.T, g), np.linalg.solve(dense, b[:, 0]))
+    expected = np.zeros_like(ab)
+    for i in range(n):
+        for j in range(max(0, i - lower), min(n, i + upper + 1)):
+            expected[upper + i - j, j] = outer[i, j]
+    np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-14)
+    check_grads(lambda a, v: banded_solve_p(a, v, lower, upper), [ab, b])
