@@ -215,6 +215,39 @@ def test_right_hand_side_returning_a_list():
     assert np.isclose(tg.grad(y)(0.5), -np.exp(-0.5), rtol=1e-8)
 
 
+# ---------------------------------------------------------------------- solve_bvp
+def test_solve_bvp_closed_form_parameter_query_point_and_second_order():
+    # y'' = -k y, y(0) = 0, y(1) = 1: y = sin(sqrt(k) x) / sin(sqrt(k))
+    def y(k, xq):
+        res = integrate.solve_bvp(lambda x, y: np.vstack([y[1], -k * y[0]]),
+                                  lambda ya, yb: np.array([ya[0], yb[0] - 1.0]),
+                                  np.linspace(0, 1, 11), np.zeros((2, 11)), tol=1e-8)
+        return res.sol(xq)[0]
+
+    def exact(k, x):
+        return np.sin(np.sqrt(k) * x) / np.sin(np.sqrt(k))
+
+    k, xq = 2.0, 0.3
+    gk, gx = tg.grad(y, argnums=(0, 1))(k, xq)
+    assert np.isclose(gk, fd(lambda s: exact(s, xq), k), rtol=1e-6)
+    assert np.isclose(gx, fd(lambda s: exact(k, s), xq), rtol=1e-6)
+    assert np.isclose(tg.hessian(y)(k, xq), fd(lambda s: fd(lambda r: exact(r, xq), s, eps=1e-3), k, eps=1e-3),
+                      rtol=1e-4)
+
+
+def test_solve_bvp_unknown_parameter_and_traced_interval():
+    # y'' + p^2 y = 0, y(0) = y(L) = 0, y'(0) = 1: the eigenvalue p = pi / L
+    def eigenvalue(length):
+        x = np.linspace(0.0, 1.0, 11) * length
+        guess = np.vstack([np.sin(3 * x), 3 * np.cos(3 * x)])
+        res = si.solve_bvp(lambda x, y, p: np.vstack([y[1], -p[0] ** 2 * y[0]]),
+                           lambda ya, yb, p: np.array([ya[0], yb[0], ya[1] - 1.0]), x, guess, p=[3.0],
+                           tol=1e-6, max_nodes=100000)
+        return res.p[0]
+
+    assert np.isclose(tg.grad(eigenvalue)(1.0), -np.pi, rtol=1e-7)
+
+
 # ---------------------------------------------------------------------- odeint
 def logistic(r, K, y0, t):
     return K / (1 + (K / y0 - 1) * np.exp(-r * t))
@@ -373,7 +406,7 @@ def test_quad_weight_is_a_clear_error():
 
 # ---------------------------------------------------------------------- the door's guarantees
 def test_no_tracer_gives_scipy_exact_results_and_restores_code():
-    codes = {f: f.__code__ for f in (solve_ivp, odeint, quad, si.quad_vec)}
+    codes = {f: f.__code__ for f in (solve_ivp, odeint, quad, si.quad_vec, si.solve_bvp)}
 
     def run():
         a = solve_ivp(oscillator, (0.0, 2.0), [1.0, 0.0], args=(1.3, 0.1), t_eval=[0.5, 1.0])
@@ -381,7 +414,9 @@ def test_no_tracer_gives_scipy_exact_results_and_restores_code():
         c = odeint(lambda y, t: -y, [1.0], [0.0, 1.0])
         d = quad(np.exp, 0.0, 1.0)
         e = si.quad_vec(lambda x: np.array([x, x * x]), 0.0, 2.0)
-        return a.y, a.t, b.y, b.sol(0.3), c, d, e[0], e[1]
+        f = si.solve_bvp(lambda x, y: np.vstack([y[1], -y[0]]), lambda ya, yb: np.array([ya[0], yb[0] - 1.0]),
+                         np.linspace(0, 1, 5), np.zeros((2, 5)))
+        return a.y, a.t, b.y, b.sol(0.3), c, d, e[0], e[1], f.y, f.x, f.sol(0.3)
 
     expected = run()
     seen = []

@@ -50,7 +50,7 @@ from ..api import stop_gradient
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
 from ..tracer import strip
-from ._core import Call, as_array, levels_of, plain_jacobian, refuse, strip_tree, tie
+from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
 
 __all__: list = []
 
@@ -743,3 +743,104 @@ def _cubature(*args: Any, **kwargs: Any) -> Any:
 
 
 defcomposite(intercepted(_int.cubature, route_all=True), _cubature)
+
+
+# ---------------------------------------------------------------------- boundary value problems
+class TracedBvpSolution:
+    """``solve_bvp``'s spline ``sol(x, nu=0)``: SciPy's values with the solution's derivatives.
+
+    SciPy's ``sol`` is the cubic Hermite spline through the mesh values and slopes;
+    this one evaluates the same spline from their traced counterparts.
+    """
+
+    def __init__(self, plain: Any, mesh: Any, y: Any, yp: Any) -> None:
+        self.plain, self.mesh, self.y, self.yp = plain, mesh, y, yp
+        self.x = plain.x
+
+    def __call__(self, x: Any, nu: int = 0) -> Any:
+        xp = np.asarray(strip_tree(x), dtype=float)
+        value = self.plain(xp, nu)
+        mesh_p = np.asarray(strip(self.mesh), dtype=float)
+        i = np.clip(np.searchsorted(mesh_p, np.atleast_1d(xp), side="right") - 1, 0, mesh_p.size - 2)
+        x0, h = self.mesh[i], self.mesh[i + 1] - self.mesh[i]
+        s = (np.reshape(x, (-1,)) if levels_of(x) else np.atleast_1d(xp)) - x0
+        y0, y1, f0, f1 = self.y[:, i], self.y[:, i + 1], self.yp[:, i], self.yp[:, i + 1]
+        slope = (y1 - y0) / h
+        t = (f0 + f1 - 2 * slope) / h
+        c = [t / h, (slope - f0) / h - t, f0, y0]  # SciPy's create_spline, highest power first
+        powers = [3, 2, 1, 0]
+        total: Any = 0.0
+        for coef, k in zip(c, powers):
+            if k >= nu:
+                factor = float(np.prod(np.arange(k - nu + 1, k + 1))) if nu else 1.0
+                total = total + factor * coef * s ** (k - nu)
+        traced = total if np.ndim(xp) else total[:, 0]
+        return tie(value, traced)
+
+
+def _solve_bvp(*args: Any, **kwargs: Any) -> Any:
+    call = Call(_int.solve_bvp, args, kwargs, ("fun", "bc", "fun_jac", "bc_jac"))
+    out = call.run()
+    if not call.traced:
+        return out
+    name = call.name
+    if out.status != 0:
+        raise NonDifferentiableArgumentError(
+            f"{name} did not converge ({out.message}), so there is no solution to differentiate; its traced "
+            "inputs would otherwise get a silently wrong derivative. Fix the solve first (a finer initial "
+            "mesh, a better initial guess, max_nodes, tol)."
+        )
+    if call.get("S") is not None:
+        raise refuse(name, "`S=` (a singular term)", "is not supported", "Write the singular term into fun.")
+    fun, bc = call.get("fun"), call.get("bc")
+    with_p = call.get("p") is not None
+    x_in = call.get("x")
+    mesh_p = np.asarray(out.x, dtype=float)
+    y0 = np.asarray(out.y, dtype=float)
+    n, m = y0.shape
+    k = np.size(out.p) if with_p else 0
+    # The mesh scales with traced end points of the interval (the solution depends on them).
+    a_t, b_t = (x_in[0], x_in[-1]) if levels_of(x_in) else (mesh_p[0], mesh_p[-1])
+    if levels_of((a_t, b_t)):
+        unit = (mesh_p - mesh_p[0]) / (mesh_p[-1] - mesh_p[0])
+        mesh: Any = a_t + (b_t - a_t) * unit
+    else:
+        mesh = mesh_p
+
+    def f(x: Any, y: Any, p: Any) -> Any:
+        return as_array(fun(x, y, p) if with_p else fun(x, y))
+
+    def residual(w: Any) -> Any:
+        # SciPy's own collocation equations (Lobatto IIIA, cubic spline) and boundary conditions
+        y = np.reshape(w[: n * m], (n, m))
+        p = w[n * m:] if with_p else None
+        h = mesh[1:] - mesh[:-1]
+        fy = f(mesh, y, p)
+        y_mid = 0.5 * (y[:, 1:] + y[:, :-1]) - 0.125 * h * (fy[:, 1:] - fy[:, :-1])
+        f_mid = f(mesh[:-1] + 0.5 * h, y_mid, p)
+        col = y[:, 1:] - y[:, :-1] - h / 6 * (fy[:, :-1] + fy[:, 1:] + 4 * f_mid)
+        bcv = as_array(bc(y[:, 0], y[:, -1], p) if with_p else bc(y[:, 0], y[:, -1]))
+        return np.concatenate([np.reshape(col, (-1,)), np.reshape(bcv, (-1,))])
+
+    w0 = np.concatenate([y0.reshape(-1), np.asarray(out.p, dtype=float).reshape(-1) if with_p else np.zeros(0)])
+    with call.quiet():
+        jac = plain_jacobian(residual, w0)
+    if jac.shape != (w0.size, w0.size):
+        raise refuse(name, "the boundary conditions", f"give {jac.shape[0] - n * (m - 1)} equations for "
+                     f"{n + k} unknown values", "Give n + k boundary conditions.")
+    solve = lu_solver(jac, name, "Jacobian of the collocation system")
+    w = chord(residual, w0, solve, call.steps())
+    y = np.reshape(w[: n * m], (n, m))
+    p = w[n * m:] if with_p else None
+    out.y = tie(out.y, y)
+    yp = f(mesh, y, p)
+    out.yp = tie(out.yp, yp)
+    if with_p:
+        out.p = tie(out.p, p)
+    if levels_of(mesh):
+        out.x = tie(out.x, mesh)
+    out.sol = TracedBvpSolution(out.sol, mesh, y, yp)
+    return out
+
+
+defcomposite(intercepted(_int.solve_bvp, route_all=True), _solve_bvp)
