@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import NonDifferentiableArgumentError
+from .registry import ORIGINALS
 from .tracer import Tracer, strip
 
 __all__ = ["strip_all", "has_tracer", "kwargs_to_positional"]
@@ -46,7 +47,9 @@ def kwargs_to_positional(rule: Any, args: tuple, kwargs: dict) -> tuple:
     """
     import inspect  # rare path: keep it off tapegrad's import time
     try:
-        sig = inspect.signature(rule.fun)
+        # An intercepted SciPy function runs the door's (*args, **kwargs) trampoline while
+        # a tape records: its parameters are those of the copy holding SciPy's code.
+        sig = inspect.signature(ORIGINALS.get(rule.fun, rule.fun))
         bound = sig.bind(*args, **kwargs)
     except (TypeError, ValueError) as exc:  # builtins without a signature
         raise NonDifferentiableArgumentError(

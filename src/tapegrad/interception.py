@@ -63,7 +63,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from .binding import has_tracer
 from .dispatch import dispatch_function
-from .registry import INTERCEPTED
+from .registry import INTERCEPTED, ORIGINALS
 from .tracer import Tracer
 
 __all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "original", "RULE_MODULES"]
@@ -139,7 +139,7 @@ def _plan() -> Tuple[list, list]:
             if swap is None:
                 swap = _swaps[fun] = _Swap(fun, options)
             if swap.wrapper is None:
-                codes.append((swap.fun, swap.code, swap.door_code, swap.original, swap.wrapped))
+                codes.append((swap.fun, swap.code, swap.door_code))
             else:
                 attributes.append(swap)
         _planned, _planned_size = (codes, attributes), len(INTERCEPTED)
@@ -162,12 +162,9 @@ def install() -> None:
             load_rules()
         codes, attributes = _plan()
         # One window opens and closes around every gradient: this loop is its whole
-        # cost (two attribute writes per intercepted function).
-        for fun, _, door_code, original, _ in codes:
+        # cost (one attribute write per intercepted function).
+        for fun, _, door_code in codes:
             fun.__code__ = door_code
-            # inspect.signature(fun) (binding traced keywords, SciPy's own checks) follows
-            # __wrapped__ to the copy with the original code, and so sees the real signature.
-            fun.__wrapped__ = original
         for swap in attributes:
             swap.on()
         _installed = True
@@ -180,13 +177,9 @@ def uninstall() -> None:
         if not _installed:
             return
         codes, attributes = _planned
-        for fun, code, door_code, _, wrapped in codes:
+        for fun, code, door_code in codes:
             if fun.__code__ is door_code:
                 fun.__code__ = code
-                if wrapped is _MISSING:
-                    del fun.__wrapped__
-                else:
-                    fun.__wrapped__ = wrapped
         for swap in attributes:
             swap.off()
         _installed = False
@@ -228,7 +221,6 @@ def _make_door(
     return door
 
 
-_MISSING = object()
 _PLACEHOLDER = 7340033.25  # a constant the trampoline calls; replaced by the function's own door
 _TRAMPOLINES: Dict[int, types.CodeType] = {}
 
@@ -262,7 +254,7 @@ def _trampoline(nfree: int) -> types.CodeType:
 class _Swap:
     """How one intercepted callable is routed to its rule, and back."""
 
-    __slots__ = ("fun", "code", "door_code", "owner", "name", "wrapper", "original", "wrapped")
+    __slots__ = ("fun", "code", "door_code", "owner", "name", "wrapper", "original")
 
     def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool, bool]) -> None:
         owner, name, inspect_self, route_all = options
@@ -276,7 +268,7 @@ class _Swap:
             original.__dict__.update(fun.__dict__)
             original.__qualname__ = fun.__qualname__
             self.original = original
-            self.wrapped = fun.__dict__.get("__wrapped__", _MISSING)
+            ORIGINALS[fun] = original  # its signature, for binding traced keywords
             self.code = fun.__code__
             door = _make_door(fun, original, inspect_self, route_all)
             template = _trampoline(len(self.code.co_freevars))

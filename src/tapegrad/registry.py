@@ -43,6 +43,7 @@ __all__ = [
     "CONSTANT_ARG",
     "RULE_TABLE",
     "INTERCEPTED",
+    "ORIGINALS",
     "intercepted",
 ]
 
@@ -153,6 +154,9 @@ UNTRACED = "__tapegrad_untraced__"
 #: (:mod:`tapegrad.interception`) routes to their rule while a tape records:
 #: function -> ``(owner, attribute name, inspect_self, route_all)``.
 INTERCEPTED: dict = {}
+#: For each intercepted Python function: a copy that keeps SciPy's own code (and so its
+#: signature) while the door's trampoline runs in the function itself.
+ORIGINALS: dict = {}
 
 
 def intercepted(

@@ -42,7 +42,7 @@ from scipy.spatial.transform import Rotation
 
 from ..dispatch import strip, strip_all
 from ..errors import NonDifferentiableArgumentError
-from ..registry import defcomposite, intercepted
+from ..registry import ORIGINALS, defcomposite, intercepted
 
 _NAMESPACE = _rotation.array_namespace
 
@@ -173,7 +173,7 @@ def _apply(self, vectors, inverse=False):
 
 
 def _mul(self, other):
-    original = _MUL.__wrapped__  # SciPy's own code while the door is in place
+    original = ORIGINALS[_MUL]  # SciPy's own code while the door is in place
     traced = isinstance(other, Rotation) and (_traced(self._quat) or _traced(other._quat))
     if not traced:
         return original(self, other)
@@ -201,8 +201,8 @@ def _as_euler(self, seq, degrees=False, *, suppress_warnings=False):
     angle is set to zero and the first takes the whole rotation, as in SciPy.
     """
     if not _traced(self._quat):
-        return _AS_EULER.__wrapped__(self, seq, degrees=degrees, suppress_warnings=suppress_warnings)
-    _AS_EULER.__wrapped__(_plain_copy(self), seq, degrees=degrees, suppress_warnings=suppress_warnings)
+        return ORIGINALS[_AS_EULER](self, seq, degrees=degrees, suppress_warnings=suppress_warnings)
+    ORIGINALS[_AS_EULER](_plain_copy(self), seq, degrees=degrees, suppress_warnings=suppress_warnings)
     quat = self._quat
     extrinsic = seq.islower()
     i, j, k = [_AXES[c] for c in (seq.lower() if extrinsic else seq.lower()[::-1])]
@@ -247,7 +247,7 @@ _APPROX_EQUAL = Rotation.__dict__["approx_equal"]
 
 
 def _concatenate(rotations):
-    original = _CONCATENATE.__wrapped__
+    original = ORIGINALS[_CONCATENATE]
     many = [rotations] if isinstance(rotations, Rotation) else rotations
     if not all(isinstance(r, Rotation) for r in many) or not any(_traced(r._quat) for r in many):
         return original(rotations)
@@ -258,7 +258,7 @@ def _concatenate(rotations):
 
 def _approx_equal(self, other, atol=None, degrees=False):
     """A comparison: SciPy's own answer on the plain quaternions (it carries no gradient)."""
-    original = _APPROX_EQUAL.__wrapped__
+    original = ORIGINALS[_APPROX_EQUAL]
     if not isinstance(other, Rotation):
         return original(self, other, atol=atol, degrees=degrees)
     return original(_plain_copy(self), _plain_copy(other), atol=atol, degrees=degrees)
@@ -396,7 +396,7 @@ if _TRANSFORM is not None:
         return _new_transform(_assemble(np.eye(3), t), reference)
 
     def _tf_from_rotation(rotation):
-        original = _TF_STATIC["from_rotation"].__wrapped__
+        original = ORIGINALS[_TF_STATIC["from_rotation"]]
         if not isinstance(rotation, Rotation) or not _traced(rotation._quat):
             return original(rotation)
         reference = original(_plain_copy(rotation))
@@ -410,7 +410,7 @@ if _TRANSFORM is not None:
         return np.reshape(out, expected)
 
     def _tf_mul(self, other):
-        original = _TF_MUL.__wrapped__
+        original = ORIGINALS[_TF_MUL]
         traced = isinstance(other, _TRANSFORM) and (_traced(self._matrix) or _traced(other._matrix))
         if not traced:
             return original(self, other)
@@ -426,11 +426,11 @@ if _TRANSFORM is not None:
 
     def _tf_inv(self):
         if not _traced(self._matrix):
-            return _TF_INV.__wrapped__(self)
-        return _new_transform(_inverse_matrix(self._matrix), _TF_INV.__wrapped__(_plain_transform(self)))
+            return ORIGINALS[_TF_INV](self)
+        return _new_transform(_inverse_matrix(self._matrix), ORIGINALS[_TF_INV](_plain_transform(self)))
 
     def _tf_pow(self, n):
-        original = _TF_POW.__wrapped__
+        original = ORIGINALS[_TF_POW]
         if not _traced(self._matrix) and not _traced(n):
             return original(self, n)
         if _traced(n):
@@ -450,7 +450,7 @@ if _TRANSFORM is not None:
 
     def _tf_as_exp_coords(self):
         if not _traced(self._matrix):
-            return _TF_AS_EXP.__wrapped__(self)
+            return ORIGINALS[_TF_AS_EXP](self)
         coords = _exp_from_matrix(self._matrix)
         return coords[0] if self._single else coords
 
