@@ -1,71 +1,62 @@
-"""Derivatives of :mod:`scipy.interpolate`: in the data and in the query points.
+"""Derivatives of :mod:`scipy.interpolate`: in the data, the query points and the abscissae.
 
 Interpolants are objects built once and called many times, so the rules come in
-two halves that meet in the object's own attributes:
+two halves that meet in the object's own attributes.
 
-Construction with traced data
+Construction with traced values
     The constructor (``CubicSpline.__init__``, ``make_interp_spline``, ...) runs
     SciPy's own code on the *plain* values, so every attribute, check and error is
-    SciPy's, and then replaces the coefficient array by a traced one:
+    SciPy's, and then replaces the coefficients (and breakpoints or knots) by traced
+    ones:
 
     * ``CubicSpline``: SciPy's tridiagonal system for the slopes, assembled from the
-      traced breakpoints, data and boundary values and solved by a primitive whose VJP
-      solves the transposed system (``O(n)``), then the Hermite coefficients;
-    * ``make_interp_spline`` without derivative conditions (so ``interp1d``'s
-      spline kinds too): ``B c = y`` with ``B`` the sparse collocation matrix
-      (``BSpline.design_matrix``), the VJP one sparse solve with ``B^T`` (``O(n)``);
+      traced breakpoints, data and boundary values and solved by a primitive whose
+      VJP solves the transposed system (``O(n)``), then the Hermite coefficients
+      (periodic: the cyclic system, densely, when the breakpoints are traced);
+    * ``make_interp_spline`` without derivative or periodic conditions (so every
+      ``interp1d`` spline kind): ``B c = y`` with ``B`` the collocation matrix; with
+      plain ``x`` the VJP is one sparse solve with ``B^T``; with traced ``x``, SciPy's
+      knots are built from it, ``B`` from de Boor's recurrence in banded storage,
+      and a banded-solve primitive's VJP solves the transposed band;
     * other coefficients *linear* in the data (``make_interp_spline`` with
-      derivative conditions or periodic, ``make_lsq_spline``,
-      ``make_smoothing_spline`` with ``lam``, a periodic ``CubicSpline`` on plain
-      breakpoints, ``lagrange``): one primitive whose forward value is SciPy's
-      coefficient array and
-      whose VJP contracts the cotangent with the map's matrix, built (once, on the
-      first backward pass) by running the same SciPy construction on the identity
-      columns: the exact map SciPy applies, boundary conditions included
-      (derivative values in ``bc_type`` only add a constant, so they are zeroed
-      for the map).  The matrix has ``n`` columns for ``n`` data points: kept for
-      later backward passes up to :data:`DENSE_LIMIT` elements, else rebuilt and
+      derivative or periodic conditions, ``make_lsq_spline``, ``make_smoothing_spline``
+      with ``lam``, a periodic ``CubicSpline`` on plain breakpoints, ``lagrange``):
+      one primitive whose forward value is SciPy's coefficient array and whose VJP
+      contracts the cotangent with the map's matrix, built on the first backward pass
+      by running the same SciPy construction on identity columns (boundary derivative
+      values only add a constant, so they are zeroed for the map).  Up to
+      :data:`DENSE_LIMIT` elements the matrix is kept; beyond, it is rebuilt and
       contracted a block of columns at a time (``O(n^2)`` time, bounded memory);
     * ``CubicHermiteSpline``, ``PchipInterpolator`` and ``Akima1DInterpolator``:
-      SciPy's formulas for the slopes and the Hermite coefficients, re-run on the
-      traced data (branches chosen on the plain values, as SciPy chooses them);
-    * ``PPoly(c, x)``, ``BSpline(t, c, k)``: the traced ``c`` itself.
+      SciPy's formulas for the slopes and Hermite coefficients re-run on the traced
+      data and breakpoints (branches chosen on the plain values, as SciPy does);
+    * ``PPoly(c, x)``, ``BSpline(t, c, k)``: the traced ``c``, ``x``, ``t`` themselves.
 
-    The breakpoints ``x`` of the piecewise polynomials (``PPoly`` and every
-    subclass above) are differentiated too: they enter the same formulas as traced
-    values (a periodic ``CubicSpline`` with traced ``x`` solves its cyclic system densely).
-    So are a ``BSpline``'s knots ``t`` (de Boor's recurrence, ``splder`` and
-    ``splantider`` on traced knots), also through ``splev``.  Traced breakpoints and
-    knots are kept in the instance next to SciPy's plain ``_x``/``_t``.
+    Traced breakpoints and knots are kept in the instance next to SciPy's plain
+    ``_x``/``_t`` (which SciPy's own code keeps reading).
 
 Evaluation (methods intercepted with ``inspect_self``)
     ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
     ``integrate``, ``BSpline.__call__``/``derivative``/``antiderivative``/
-    ``integrate``, ``interp1d`` (its ``_evaluate``) and ``RegularGridInterpolator.__call__``
-    are written with NumPy: the interval of each query point is found on plain
-    values (``searchsorted``: piecewise constant), the polynomial piece (Horner's
-    rule) or B-spline basis (de Boor's recurrence) is evaluated on the traced
-    values, so query points, data or both may be traced, at every order.
-
-FITPACK's ``splev`` (and so ``UnivariateSpline.__call__``, ``splev`` on a ``tck``
-tuple) is evaluated the same way, in the query points and the coefficients.
-
-``make_interp_spline`` without derivative conditions (and so every kind of
-``interp1d``) is differentiated in its abscissae ``x`` too: SciPy's knots from the
-traced ``x``, the collocation matrix from de Boor's recurrence, a banded solve whose
-VJP solves the transposed system; ``RegularGridInterpolator``/``interpn`` with
-``linear`` and ``pchip`` in the grid (step kinds and ``nearest`` only compare with
-them: a zero derivative).
+    ``integrate``, FITPACK's ``splev`` (so ``UnivariateSpline.__call__``),
+    ``interp1d`` (its ``_evaluate``) and ``RegularGridInterpolator.__call__`` are
+    written with NumPy: the interval of each query point is found on plain values
+    (``searchsorted``: piecewise constant), the polynomial piece (Horner's rule) or
+    B-spline basis (de Boor's recurrence) is evaluated on traced values, so query
+    points, data, breakpoints or all of them may be traced, at every order.  The
+    grid of ``RegularGridInterpolator``/``interpn`` is differentiated for ``linear``
+    and ``pchip``; step kinds and ``nearest`` only compare with the abscissae (a
+    zero derivative there).
 
 Not differentiated (a clear error instead): the abscissae of ``make_interp_spline``
-with derivative or periodic boundary conditions and of ``make_lsq_spline`` and
-``make_smoothing_spline``, the grid of ``RegularGridInterpolator``'s spline methods,
-the breakpoints or knots of a periodic integral, ``roots``/``solve``/``extend``, a ``BPoly`` with traced
-coefficients (one with plain coefficients is evaluated at traced points), the data
-of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses), a
-``make_smoothing_spline`` whose ``lam`` is chosen from the data, ``interp1d``
-with a traced ``fill_value``, ``interpn`` with ``method="splinef2d"``.  A periodic interpolant's data must have
-``y[0] == y[-1]``; its gradient is shared equally between the two.
+with derivative or periodic conditions, of ``make_lsq_spline`` and of
+``make_smoothing_spline``; the grid of ``RegularGridInterpolator``'s spline methods;
+the breakpoints or knots of a periodic integral; ``roots``/``solve``/``extend``; a
+``BPoly`` with traced coefficients (plain ones are evaluated at traced points); the
+data of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses); a
+``make_smoothing_spline`` whose ``lam`` is chosen from the data; a traced
+``fill_value``; ``interpn(method="splinef2d")``.  Periodic data must have
+``y[0] == y[-1]``; the gradient is shared equally between the two.
 """
 
 from __future__ import annotations
