@@ -595,3 +595,16 @@ def test_inputs_not_mutated():
 
     tg.jacobian(f)(y)
     assert np.array_equal(y, Y) and np.array_equal(x0, [1.0, 1.0])
+
+
+def test_minimize_that_reports_no_success_warns_that_the_derivative_assumes_stationarity():
+    # maxiter=2 stops BFGS far from the minimum of a shifted quartic: the derivative the
+    # implicit function theorem gives there is not the argmin's, and the user is told.
+    def argmin(p):
+        return scipy.optimize.minimize(
+            lambda x: np.sum((x - p) ** 4) + np.sum(x**2), np.zeros(2), method="BFGS", options={"maxiter": 2}
+        ).x
+
+    with pytest.warns(RuntimeWarning, match="did not report success") as record:
+        tg.jacobian(argmin)(np.array([1.0, -2.0]))
+    assert record[0].filename == __file__  # the warning points at the user's line

@@ -21,6 +21,8 @@ SciPy's own.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -314,11 +316,37 @@ def _constrained_argmin(call: Call, objective: Callable[[Any], Any], x_star: Any
     return tie(x_star, np.reshape(w[:n], np.shape(x_star)))
 
 
+def _warn_if_not_stationary(out: Any) -> None:
+    """Warn when SciPy reports failure and its gradient at the returned point is not small.
+
+    The derivative of the argmin is that of the optimality condition, which holds only
+    at a stationary point.  BFGS's "precision loss" at a minimum is the common harmless
+    failure: its gradient there is tiny, and nothing is said.
+    """
+    if out.success:
+        return
+    jac = out.get("jac")
+    scale = max(1.0, abs(float(np.asarray(strip_tree(out.get("fun", 0.0))))))
+    if isinstance(jac, np.ndarray) and jac.size and float(np.max(np.abs(jac))) <= 1e-5 * scale:
+        return
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in ("tapegrad", "scipy", "numpy"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"scipy.optimize.minimize did not report success ({out.message}) and its gradient at the point it "
+        "returned is not small; tapegrad differentiates the optimality condition there, which is the "
+        "argmin's derivative only at a stationary point. Tighten the tolerances or raise maxiter.",
+        RuntimeWarning,
+        stacklevel=level,
+    )
+
+
 def _minimize(*args: Any, **kwargs: Any) -> Any:
     call = Call(_opt.minimize, args, kwargs, ("fun", "jac", "hess", "hessp", "callback", "constraints"))
     out = call.run()
     if not call.traced:
         return out
+    _warn_if_not_stationary(out)
     constraints = call.get("constraints")
     if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
         constraints = [constraints]
