@@ -747,3 +747,15 @@ def test_banded_solve_primitive_against_the_dense_solve(lower, upper):
             expected[upper + i - j, j] = outer[i, j]
     np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-14)
     check_grads(lambda a, v: banded_solve_p(a, v, lower, upper), [ab, b])
+
+
+def test_attributes_of_traced_interpolants_are_traced():
+    # spline.x / .t / .c read after construction keep their derivatives (no silent plain copy).
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(CubicSpline(x, Y).x ** 2))(X), 2 * X)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(PchipInterpolator(x, Y).derivative().x ** 2))(X), 2 * X)
+    np.testing.assert_allclose(tg.grad(lambda t: np.sum(BSpline(t, C, 3).t ** 2))(T), 2 * T)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(interp1d(x[::-1], Y[::-1]).x ** 2))(X), 2 * X)
+    # make_interp_spline's not-a-knot knots: x[0] and x[-1] four times, x[2:-2] once.
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(make_interp_spline(x, Y).t))(X), [4, 0, 1, 1, 1, 0, 4])
+    matrix = np.stack([CubicSpline(X, e).c.sum() for e in np.eye(X.size)])
+    np.testing.assert_allclose(tg.grad(lambda v: np.sum(CubicSpline(X, v).c))(Y), matrix, rtol=1e-10, atol=1e-12)

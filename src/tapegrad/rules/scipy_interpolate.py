@@ -154,7 +154,7 @@ def _keep_traced(obj: Any, attribute: str, value: Any) -> None:
     setattr(obj, attribute, value)
     state = getattr(obj, "__dict__", None)
     if state is not None and attribute not in state:
-        state["_tapegrad_traced"] = value
+        state["_tapegrad_traced" + attribute] = value
 
 
 def _flat_points(x: Any) -> tuple:
@@ -263,13 +263,13 @@ def _traced_coefficients(y_traced: Any, axis: int, coefficients: Any, build, per
 # ----------------------------------------------------------------- piecewise polynomials
 def _breakpoints(self: Any) -> Any:
     """The piecewise polynomial's breakpoints: traced when it was built from traced ``x``."""
-    return self.__dict__.get("_tapegrad_x", self._x) if hasattr(self, "__dict__") else self._x
+    return self._x
 
 
 def _keep_breakpoints(obj: Any, x: Any) -> None:
-    """Keep traced breakpoints next to SciPy's plain ``_x`` (which SciPy's own code reads)."""
+    """Store traced breakpoints as the instance's ``_x``, so that ``spline.x`` is traced too."""
     if type(x) is Tracer:
-        obj.__dict__["_tapegrad_x"] = x
+        _keep_traced(obj, "_x", x)
 
 
 def _pp_derivative_coefficients(c: Any, nu: int) -> Any:
@@ -355,7 +355,7 @@ def _require_ppoly(self: Any, method: str) -> None:
 
 def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
     """A new instance of ``self``'s class holding ``c`` (SciPy's ``construct_fast``)."""
-    out = type(self).construct_fast(np.asarray(strip_all(c)), self._x, extrapolate, self.axis)
+    out = type(self).construct_fast(np.asarray(strip_all(c)), np.asarray(strip(self._x)), extrapolate, self.axis)
     if _traced(c):
         _keep_traced(out, "_c", c)
     _keep_breakpoints(out, _breakpoints(self))
@@ -839,8 +839,8 @@ def _bspline_evaluate(t: Any, c: Any, k: int, points: Any, nu: int, extrapolate:
 
 
 def _knots(self: Any) -> Any:
-    """The B-spline's knots: traced when it was built from traced ``t``."""
-    return self.__dict__.get("_tapegrad_t", self._t)
+    """The B-spline's knots: traced when it was built from traced ``t`` (``spline.t`` is then traced too)."""
+    return self._t
 
 
 def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
@@ -850,8 +850,8 @@ def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
         c = np.moveaxis(c, self.axis, 0)
     self._c = c
     knots = _breakpoints_of(t)
-    if type(knots) is Tracer:  # kept next to SciPy's plain _t
-        self.__dict__["_tapegrad_t"] = knots
+    if type(knots) is Tracer:
+        self._t = knots
 
 
 def _bspline_call(self, x, nu=0, extrapolate=None):
@@ -867,7 +867,7 @@ def _bspline_new(self, tck: tuple, extrapolate: Any) -> Any:
                                     axis=self.axis)
     out._c = c
     if type(t) is Tracer:
-        out.__dict__["_tapegrad_t"] = t
+        out._t = t
     return out
 
 
@@ -1027,7 +1027,7 @@ def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=Tr
         knots, c = _interp_spline_in_x(_breakpoints_of(x), np.moveaxis(_float(y), spline.axis, 0), spline.k, t)
         spline._c = c
         if type(knots) is Tracer:
-            spline.__dict__["_tapegrad_t"] = knots
+            spline._t = knots
         return spline
     x = strip_all(x)
     bc_type = _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
@@ -1095,17 +1095,16 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
     plain_x = strip_all(x)
     interp1d.__init__(self, plain_x, strip_all(y), kind, axis, copy, bounds_error, fill_value, assume_sorted)
     order = None if assume_sorted else np.argsort(np.asarray(plain_x), kind="mergesort")
-    if traced_x:  # kept next to SciPy's plain (sorted) x
+    if traced_x:  # f.x is the traced (sorted) abscissae
         knots = _breakpoints_of(x)
-        self.__dict__["_tapegrad_x"] = knots if order is None else knots[order]
+        self.x = knots if order is None else knots[order]
     y = _float(y)
     if order is not None:
         y = np.take(y, order, axis=self.axis)
     self.y = y
     self._y = np.reshape(np.moveaxis(y, self.axis, 0), (np.shape(y)[self.axis], -1))
     if self._kind == "spline" and self._call is interp1d._call_spline:
-        knots = self.__dict__.get("_tapegrad_x", self.x)
-        self._spline = make_interp_spline(knots, self._y, k=self._spline.k, check_finite=False)
+        self._spline = make_interp_spline(self.x, self._y, k=self._spline.k, check_finite=False)
     if isinstance(fill_value, str) and fill_value == "extrapolate" and self._kind in ("previous", "next"):
         # SciPy extrapolates previous/next with the last/first data value: a traced fill.
         edge = np.reshape(np.take(y, -1 if self._kind == "previous" else 0, axis=self.axis), (-1,))
@@ -1115,18 +1114,30 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
             self._fill_value_below = edge
 
 
+def _interp1d_bounds(self, xv: np.ndarray, plain: np.ndarray) -> tuple:
+    """SciPy's ``interp1d._check_bounds`` (its messages) on the plain abscissae."""
+    below, above = plain < xv[0], plain > xv[-1]
+    if self.bounds_error and below.any():
+        raise ValueError(f"A value ({plain[np.argmax(below)]}) in x_new is below "
+                         f"the interpolation range's minimum value ({xv[0]}).")
+    if self.bounds_error and above.any():
+        raise ValueError(f"A value ({plain[np.argmax(above)]}) in x_new is above "
+                         f"the interpolation range's maximum value ({xv[-1]}).")
+    return below, above
+
+
 def _interp1d_evaluate(self, x_new):
     # SciPy's interp1d._evaluate: x_new is flat (interp1d.__call__ prepared it); the
     # result is (points, data columns), which __call__ reshapes as SciPy does.
     flat, plain, _ = _flat_points(x_new)
-    n = len(self.x)
+    xv = np.asarray(strip(self.x))  # the abscissae may be traced
+    n = len(xv)
     y = self._y
     kind = self._kind
     if kind == "linear":
-        hi = np.clip(np.searchsorted(self.x, plain), 1, n - 1)
+        hi = np.clip(np.searchsorted(xv, plain), 1, n - 1)
         lo = hi - 1
-        knots = self.__dict__.get("_tapegrad_x", self.x)
-        x_lo, x_hi = knots[lo], knots[hi]
+        x_lo, x_hi = self.x[lo], self.x[hi]
         slope = (y[hi] - y[lo]) / (x_hi - x_lo)[:, None]
         out = slope * (flat - x_lo)[:, None] + y[lo]
     elif kind in ("nearest", "nearest-up"):
@@ -1139,7 +1150,7 @@ def _interp1d_evaluate(self, x_new):
     else:
         out = self._spline(flat)
     if not self._extrapolate:
-        below, above = self._check_bounds(plain)  # SciPy's own bounds_error messages
+        below, above = _interp1d_bounds(self, xv, plain)
         if len(plain) > 0:
             out = np.where(below[:, None], self._fill_value_below, out)
             out = np.where(above[:, None], self._fill_value_above, out)
