@@ -90,8 +90,10 @@ def _group_values(x, axis, index, inverse, counts):
 
 def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True, sorted=True):
     raw = strip(ar)
+    # ``sorted`` is new in NumPy 2.3; an older NumPy never passes it (its unique refuses it).
+    unsorted = {} if sorted else {"sorted": False}
     values, index, inverse, counts = np.unique(
-        raw, return_index=True, return_inverse=True, return_counts=True, axis=axis, equal_nan=equal_nan, sorted=sorted
+        raw, return_index=True, return_inverse=True, return_counts=True, axis=axis, equal_nan=equal_nan, **unsorted
     )
     if np.ndim(raw) == 0 and axis is None:
         ar = np.reshape(ar, (1,))
