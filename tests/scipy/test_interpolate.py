@@ -755,6 +755,8 @@ def test_attributes_of_traced_interpolants_are_traced():
     np.testing.assert_allclose(tg.grad(lambda x: np.sum(PchipInterpolator(x, Y).derivative().x ** 2))(X), 2 * X)
     np.testing.assert_allclose(tg.grad(lambda t: np.sum(BSpline(t, C, 3).t ** 2))(T), 2 * T)
     np.testing.assert_allclose(tg.grad(lambda x: np.sum(interp1d(x[::-1], Y[::-1]).x ** 2))(X), 2 * X)
+    grid_sum = lambda gx: np.sum(RegularGridInterpolator((gx[::-1], GY), V).grid[0] ** 2)
+    np.testing.assert_allclose(tg.grad(grid_sum)(GX), 2 * GX)
     # make_interp_spline's not-a-knot knots: x[0] and x[-1] four times, x[2:-2] once.
     np.testing.assert_allclose(tg.grad(lambda x: np.sum(make_interp_spline(x, Y).t))(X), [4, 0, 1, 1, 1, 0, 4])
     matrix = np.stack([CubicSpline(X, e).c.sum() for e in np.eye(X.size)])

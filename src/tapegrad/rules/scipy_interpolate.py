@@ -1171,11 +1171,10 @@ def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_val
         self, strip_all(points), strip_all(values), method, bounds_error, fill_value, solver=solver,
         solver_args=solver_args,
     )
-    if traced_grid:  # kept next to SciPy's plain (ascending) grid
+    if traced_grid:  # rgi.grid is the traced (ascending) grid; a plain copy serves the searches
+        self.__dict__["_tapegrad_plain_grid"] = self._grid
         grid = [_breakpoints_of(p) for p in points]
-        self.__dict__["_tapegrad_grid"] = tuple(
-            np.flip(g) if d in self._descending_dimensions else g for d, g in enumerate(grid)
-        )
+        self._grid = tuple(np.flip(g) if d in self._descending_dimensions else g for d, g in enumerate(grid))
     if type(values) is not Tracer:
         values = np.asarray(values)
     if values.dtype.kind not in "fc":
@@ -1185,9 +1184,15 @@ def _rgi_init(self, points, values, method="linear", bounds_error=True, fill_val
     self._values = values
 
 
+def _plain_grid(self) -> tuple:
+    """The grid's plain values (``self._grid`` is traced when built from a traced grid)."""
+    return self.__dict__.get("_tapegrad_plain_grid", self._grid)
+
+
 def _rgi_points(self, xi):
     """SciPy's ``_prepare_xi`` on traced points: ``(flat (P, ndim), plain, shape, nans, outside)``."""
-    ndim = len(self._grid)
+    grid = _plain_grid(self)
+    ndim = len(grid)
     # SciPy's _ndim_coords_from_arrays: a tuple of coordinate arrays, or points (..., ndim).
     if isinstance(xi, tuple) and len(xi) == 1:
         xi = xi[0]
@@ -1211,11 +1216,13 @@ def _rgi_points(self, xi):
     nans = np.any(np.isnan(plain), axis=-1)
     if self.bounds_error:
         for i, p in enumerate(plain.T):
-            if not np.logical_and(np.all(self._grid[i][0] <= p), np.all(p <= self._grid[i][-1])):
+            if not np.logical_and(np.all(grid[i][0] <= p), np.all(p <= grid[i][-1])):
                 raise ValueError(f"One of the requested xi is out of bounds in dimension {i}")
         outside = None
-    else:
-        outside = self._find_out_of_bounds(plain.T)
+    else:  # SciPy's _find_out_of_bounds
+        outside = np.zeros(len(plain), dtype=bool)
+        for p, g in zip(plain.T, grid):
+            outside |= (p < g[0]) | (p > g[-1])
     return flat, plain, shape, nans, outside
 
 
@@ -1257,17 +1264,17 @@ def _rgi_call(self, xi, method=None, *, nu=None):
     if nu is not None and method not in self._SPLINE_METHODS_ndbspl:
         raise ValueError(f"Can only compute derivatives for methods {self._SPLINE_METHODS_ndbspl}, got {method =}.")
     if method != self.method and method in self._SPLINE_METHODS:
-        self._validate_grid_dimensions(self._grid, method)
+        self._validate_grid_dimensions(_plain_grid(self), method)
     flat, plain, shape, nans, outside = _rgi_points(self, xi)
     values = self._values
-    grid = self.__dict__.get("_tapegrad_grid", self._grid)  # traced when built from a traced grid
-    if grid is not self._grid and method not in ("linear", "nearest", "pchip"):
+    grid, plain_grid = self._grid, _plain_grid(self)  # grid: traced when built from a traced grid
+    if grid is not plain_grid and method not in ("linear", "nearest", "pchip"):
         _plain("RegularGridInterpolator.__call__", "points (the grid)", grid,
                f"the grid of method={method!r} is not differentiated ('linear', 'nearest' and 'pchip' are)")
-    ndim = len(self._grid)
+    ndim = len(plain_grid)
     extra = np.ndim(values) - ndim
     if method in ("linear", "nearest"):
-        indices, distances = _rgi.find_indices(self._grid, np.ascontiguousarray(plain.T))
+        indices, distances = _rgi.find_indices(plain_grid, np.ascontiguousarray(plain.T))
         if method == "nearest":
             # SciPy's own distances decide the neighbour (ties at exactly one half included).
             result = values[tuple(np.where(w <= 0.5, i, i + 1) for i, w in zip(indices, distances))]
@@ -1285,15 +1292,15 @@ def _rgi_call(self, xi, method=None, *, nu=None):
                     weight = weight * weights[d][corner[d]][1]
                 result = result + values[index] * _trailing(weight, extra)
     elif method == "pchip":
-        result = _rgi_pchip(grid, values, flat, plain, self._grid)
+        result = _rgi_pchip(grid, values, flat, plain, plain_grid)
     else:
         k = self._SPLINE_DEGREE_MAP[method]
         orders = (0,) * ndim if nu is None else tuple(int(v) for v in np.broadcast_to(nu, (ndim,)))
         # The tensor-product spline: one 1-D cardinal spline per axis, contracted axis by axis.
-        w_last = _spline_weights(self._grid[-1], k, flat[:, -1], orders[-1])  # (P, n_last)
+        w_last = _spline_weights(plain_grid[-1], k, flat[:, -1], orders[-1])  # (P, n_last)
         result = np.moveaxis(np.tensordot(values, w_last, axes=([ndim - 1], [1])), -1, 0)
         for d in range(ndim - 2, -1, -1):
-            w = _spline_weights(self._grid[d], k, flat[:, d], orders[d])  # (P, n_d)
+            w = _spline_weights(plain_grid[d], k, flat[:, d], orders[d])  # (P, n_d)
             result = np.sum(result * np.reshape(w, np.shape(w)[:1] + (1,) * d + np.shape(w)[1:] + (1,) * extra),
                             axis=d + 1)
     if not self.bounds_error and self.fill_value is not None:
