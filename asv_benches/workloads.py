@@ -1,4 +1,4 @@
-"""Benchmark workloads W1-W11, shared by the asv suite, compare.py and the smoke test.
+"""Benchmark workloads W1-W14, shared by the asv suite, compare.py and the smoke test.
 
 Every workload is written once, as plain NumPy code.  Each function takes an
 optional ``xp`` namespace (``numpy`` by default): tapegrad differentiates the
@@ -7,12 +7,16 @@ that the *same* arithmetic runs on autograd, JAX, PyTorch, TensorFlow, ...
 
 The namespace must provide: ``sin cos exp log log1p tanh matmul`` and
 ``sum(x, axis=None, keepdims=False)``, ``max(x, axis, keepdims)``, and for
-W8 ``linalg.cholesky linalg.solve linalg.slogdet``.  Operators
+W8, W12 and W13 ``linalg.cholesky linalg.solve linalg.slogdet`` (W12 also ``diagonal``).  Operators
 (``+ - * / **``, slicing, ``[..., None]``) are used directly on the arrays.
 
 W1-W6 are the original, tuned-for workloads; W7-W11 were added later as
 workloads nobody tuned for (an ODE loop, a Gaussian process, a large
 Hessian-vector product, a 2-D field's Hessian, per-example gradients).
+W12-W14 are the classes where an outside harness found tapegrad behind PyTorch
+(issue 24): the GP likelihood written with ``cholesky`` for the log-determinant and
+``solve(K, y)``, or with ``slogdet`` and ``solve(K, y)``, and a Hessian-vector
+product with ``log1p(exp(x)) + cos(x)``.
 
 All data is float64 and comes from fixed seeds, so every library sees the
 same numbers and results can be compared element for element.
@@ -43,6 +47,9 @@ __all__ = [
     "hvp_objective",
     "grid_energy",
     "per_example_losses",
+    "gp_nlml_cholesky",
+    "gp_nlml_slogdet",
+    "hvp_softplus",
 ]
 
 SEED = 20240601
@@ -221,6 +228,39 @@ def per_example_losses(w: Any, x: Any, y: Any, xp: Any = np) -> Any:
     return xp.log1p(xp.exp(-y * xp.matmul(x, w)))
 
 
+# ----------------------------------------------------------------------------- W12-W14 (issue 24)
+def _gp_kernel(theta: Any, sqdist: Any, eye: Any, xp: Any) -> Any:
+    return xp.exp(theta[0]) * xp.exp(-0.5 * sqdist * xp.exp(-2.0 * theta[1])) + (xp.exp(theta[2]) + GP_JITTER) * eye
+
+
+def gp_nlml_cholesky(theta: Any, sqdist: Any, y: Any, eye: Any, xp: Any = np) -> Any:
+    """W12: W8's likelihood with the log-determinant from ``cholesky`` and the data term from ``solve(K, y)``.
+
+    ``log det K = 2 sum(log(diag(L)))`` with ``L = cholesky(K)``; the solve
+    is with ``K`` itself (its own factorisation in NumPy, as a user writes it).
+    """
+    n = y.shape[0]
+    k = _gp_kernel(theta, sqdist, eye, xp)
+    logdet = 2.0 * xp.sum(xp.log(xp.diagonal(xp.linalg.cholesky(k))))
+    alpha = xp.linalg.solve(k, y)
+    return 0.5 * xp.matmul(y, alpha) + 0.5 * logdet + 0.5 * n * np.log(2.0 * np.pi)
+
+
+def gp_nlml_slogdet(theta: Any, sqdist: Any, y: Any, eye: Any, xp: Any = np) -> Any:
+    """W13: the same likelihood with ``slogdet(K)`` and ``solve(K, y)``: no Cholesky at all."""
+    n = y.shape[0]
+    k = _gp_kernel(theta, sqdist, eye, xp)
+    alpha = xp.linalg.solve(k, y)
+    return 0.5 * xp.matmul(y, alpha) + 0.5 * xp.linalg.slogdet(k)[1] + 0.5 * n * np.log(2.0 * np.pi)
+
+
+def hvp_softplus(x: Any, xp: Any = np) -> Any:
+    """W14: ``sum(log1p(exp(x)) + cos(x))`` plus W9's Rosenbrock coupling; its HVP is wanted (n = 1e6)."""
+    head, tail = x[:-1], x[1:]
+    coupling = xp.sum(100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2)
+    return xp.sum(xp.log1p(xp.exp(x)) + xp.cos(x)) + coupling
+
+
 # ----------------------------------------------------------------------------- registry
 @dataclass
 class Workload:
@@ -374,6 +414,15 @@ WORKLOADS: Dict[str, Workload] = {
         Workload("W11", "per_example", "per_example", per_example_losses, _w11_args,
                  "logistic loss, B = 512 examples, d = 200; per-example gradients (512 x 200)",
                  lambda: _w11_args(6, 4)),
+        Workload("W12", "gp_cholesky", "grad", gp_nlml_cholesky, _w8_args,
+                 "GP likelihood, n = 400: log det from cholesky(K), solve(K, y); gradient w.r.t. 3 hyperparameters",
+                 lambda: _w8_args(7), uses=("linalg", "diagonal")),
+        Workload("W13", "gp_slogdet", "grad", gp_nlml_slogdet, _w8_args,
+                 "GP likelihood, n = 400: slogdet(K), solve(K, y); gradient w.r.t. 3 hyperparameters",
+                 lambda: _w8_args(7), uses=("linalg",)),
+        Workload("W14", "hvp_softplus", "hvp", hvp_softplus, _w9_args,
+                 "1e6 elements, log1p(exp(x)) + cos(x) + Rosenbrock coupling; Hessian-vector product",
+                 lambda: _w9_args(9)),
     ]
 }
 

@@ -153,6 +153,13 @@ def test_w8_gradient_closed_form():
     check_grads(lambda t: W.gp_nlml(t, d2, y, eye), [theta], order=2)
 
 
+@pytest.mark.parametrize("key", ["W12", "W13"])
+def test_w12_w13_are_w8s_likelihood_written_otherwise(key):
+    args = W.get(key).small_args()
+    np.testing.assert_allclose(W.get(key).fun(*args), W.gp_nlml(*args), rtol=1e-12)
+    np.testing.assert_allclose(tg.grad(W.get(key).fun)(*args), tg.grad(W.gp_nlml)(*args), rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------------------ W9
 def test_w9_hvp_closed_form():
     x, v = W.get("W9").small_args()
@@ -160,6 +167,13 @@ def test_w9_hvp_closed_form():
     expected = diag * v + rosenbrock_hessian(x) @ v
     np.testing.assert_allclose(tg.hvp(W.hvp_objective)(x, v), expected, rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(W.tapegrad_derivative(W.get("W9"))(x, v), expected, rtol=1e-10, atol=1e-9)
+
+
+def test_w14_hvp_closed_form():
+    x, v = W.get("W14").small_args()
+    diag = np.exp(x) / (1 + np.exp(x)) ** 2 - np.cos(x)
+    expected = diag * v + rosenbrock_hessian(x) @ v
+    np.testing.assert_allclose(W.tapegrad_derivative(W.get("W14"))(x, v), expected, rtol=1e-10, atol=1e-9)
 
 
 # ------------------------------------------------------------------------ W10

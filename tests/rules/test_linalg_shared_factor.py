@@ -230,3 +230,83 @@ def test_nan_in_the_matrix_keeps_the_lu_route(inverses):
         got = tg.grad(lambda m: np.linalg.slogdet(m)[1] + np.sum(np.linalg.cholesky(m)))(a)
     assert not inverses
     assert np.isnan(got).any()
+
+
+# ---------------------------------------------------------------- log det from the factor, solve(K, y)
+def _nlml_cholesky(theta, sqdist, y, fresh=False):
+    """log det K from cholesky(K), the data term from solve(K, y) on the same K (issue 24's GP class)."""
+    n = y.shape[0]
+    k = np.exp(theta[0]) * np.exp(-0.5 * sqdist * np.exp(-2.0 * theta[1])) + np.exp(theta[2]) * np.eye(n)
+    logdet = 2.0 * np.sum(np.log(np.diagonal(np.linalg.cholesky(k))))
+    return 0.5 * (y @ np.linalg.solve(k + 0.0 if fresh else k, y)) + 0.5 * logdet
+
+
+def test_log_det_from_the_factor_and_solve_share_one_inverse(inverses):
+    sqdist, y = _gp_data()
+    theta = np.array([0.2, -0.5, -1.0])
+    got = tg.grad(_nlml_cholesky)(theta, sqdist, y)
+    assert len(inverses) == 1  # solve's VJP forms inv(L), the Cholesky VJP reuses it
+    np.testing.assert_allclose(got, tg.grad(_nlml_cholesky)(theta, sqdist, y, True), rtol=1e-9, atol=1e-11)
+    # the closed form: 0.5 tr((K^-1 - a a^T) dK)
+    n = y.size
+    s, ell2, noise = np.exp(theta[0]), np.exp(2 * theta[1]), np.exp(theta[2])
+    kse = s * np.exp(-0.5 * sqdist / ell2)
+    kinv = np.linalg.inv(kse + noise * np.eye(n))
+    inner = kinv - np.outer(kinv @ y, kinv @ y)
+    want = [0.5 * np.sum(inner * dk) for dk in (kse, kse * sqdist / ell2, noise * np.eye(n))]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    check_grads(lambda t: _nlml_cholesky(t, sqdist, y), [theta], order=2)
+
+
+@pytest.mark.parametrize("sign", ["positive", "mixed", "zero"])
+def test_a_diagonal_cotangent_of_the_factor_matches_the_general_route(sign):
+    a = spd(N)
+    c = {"positive": np.abs(RNG.standard_normal(N)), "mixed": RNG.standard_normal(N), "zero": np.zeros(N)}[sign]
+    c[::7] = 0.0 if sign != "positive" else c[::7]
+    got = tg.grad(lambda m: np.sum(c * np.log(np.diagonal(np.linalg.cholesky(m)))))(a)
+    # the same cotangent with one off-diagonal entry times zero: not diagonal, so the general route
+    general = tg.grad(lambda m: np.sum(c * np.log(np.diagonal(np.linalg.cholesky(m))))
+                      + 0.0 * np.linalg.cholesky(m)[5, 2])(a)
+    np.testing.assert_allclose(got, general, rtol=1e-10, atol=1e-13)
+    lo = np.linalg.cholesky(a)
+    li = np.linalg.inv(lo)
+    m = li.T @ np.diag(0.5 * c) @ li  # L^-T phi(L^T diag(c / diag(L))) L^-1
+    np.testing.assert_allclose(got, np.tril(m + m.T) - np.diag(np.diag(m)), rtol=1e-10, atol=1e-13)
+
+
+def test_cholesky_vjp_first_then_solve_forms_no_inverse(inverses):
+    a, b = spd(N), RNG.standard_normal(N)
+
+    def f(m):  # solve recorded first: the sweep meets cholesky's (general) VJP first
+        return np.sum(np.linalg.solve(m, b) ** 2) + np.sum(np.linalg.cholesky(m)[:, 0])
+
+    got = tg.grad(f)(a)
+    assert not inverses
+    want = tg.grad(lambda m: np.sum(np.linalg.solve(m + 0.0, b) ** 2) + np.sum(np.linalg.cholesky(m)[:, 0]))(a)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("kind", ["spd", "indefinite", "not symmetric"])
+def test_slogdet_and_solve_of_one_matrix_share_its_inverse(monkeypatch, kind):
+    a = spd(N)
+    if kind == "indefinite":
+        a = a - 2.0 * np.eye(N)  # symmetric, cholesky refuses: the LU inverse
+    elif kind == "not symmetric":
+        a[0, 7] += 0.25
+    b = RNG.standard_normal((N, 2))
+    made = []
+    real = linalg_rules._general_inverse
+    monkeypatch.setattr(linalg_rules, "_general_inverse", lambda m: made.append(1) or real(m))
+
+    def f(m, fresh=False):
+        return np.linalg.slogdet(m)[1] + np.sum(np.linalg.solve(m + 0.0 if fresh else m, b) ** 2)
+
+    got = tg.grad(f)(a)
+    assert len(made) == 1
+    np.testing.assert_allclose(got, tg.grad(f)(a, True), rtol=1e-9, atol=1e-11)
+    inv = np.linalg.inv(a)
+    x = inv @ b
+    np.testing.assert_allclose(got, inv.T - 2 * (inv.T @ x) @ x.T, rtol=1e-8, atol=1e-10)  # d/dm sum(x^2), x = m^-1 b
+    jac = tg.jacobian(lambda m: np.stack([np.linalg.slogdet(m)[1], np.sum(np.linalg.solve(m, b))]))(a)
+    _, pullback = tg.vjp(lambda m: np.stack([np.linalg.slogdet(m)[1], np.sum(np.linalg.solve(m, b))]), a)
+    np.testing.assert_allclose(jac[1], pullback(np.array([0.0, 1.0]))[0], rtol=1e-10, atol=1e-13)

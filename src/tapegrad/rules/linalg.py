@@ -205,6 +205,11 @@ def _tri_inverse(t: np.ndarray, lower: bool) -> np.ndarray:
     return out
 
 
+def _solved_without_inverse(t: Any) -> bool:
+    """Marks (memo.shared) a factor whose Cholesky VJP ran by triangular solves, without ``inv(L)``."""
+    return True
+
+
 def _lower_inverse(t: np.ndarray) -> np.ndarray:
     """``inv(t)`` of a lower factor: the key under which a sweep shares it (memo.shared)."""
     return _tri_inverse(t, lower=True)
@@ -223,7 +228,33 @@ def _inverse_from_cholesky(a: Any) -> Any:
     if factor is None:
         return None
     inv_low = shared(_lower_inverse, factor)
-    return swap_last(inv_low) @ inv_low
+    return swap_last(inv_low) @ inv_low  # one operand transposed: NumPy calls syrk (half the flops)
+
+
+#: From this order on, an exactly symmetric matrix that the forward pass did not factor
+#: is inverted through a Cholesky factor of its own (when it is positive definite).
+_SPD_INVERSE_MIN = 64
+
+
+def _general_inverse(a: np.ndarray) -> np.ndarray:
+    """``inv(a)`` of a plain matrix the forward pass did not factor: the key under which a sweep shares it.
+
+    An exactly symmetric, real, positive definite ``a`` of order >=
+    ``_SPD_INVERSE_MIN`` (a covariance, a kernel matrix) goes through
+    ``L = cholesky(a)``: ``inv(a) = inv(L)^T inv(L)``, about ``n^3`` flops against
+    ``8/3 n^3`` for LU with the identity as right-hand side.  ``cholesky`` refusing
+    (not positive definite) leaves the LU inverse.
+    """
+    if (a.ndim == 2 and a.shape[-1] >= _SPD_INVERSE_MIN and not np.iscomplexobj(a)
+            and np.array_equal(a, a.T)):
+        try:
+            low = np.linalg.cholesky(a)
+        except np.linalg.LinAlgError:
+            pass
+        else:
+            inv_low = _tri_inverse(low, lower=True)
+            return swap_last(inv_low) @ inv_low
+    return np.linalg.inv(a)
 
 
 def _cholesky_of(a: Any) -> Any:
@@ -326,6 +357,9 @@ def _inv_t(a):
     inverse = _inverse_from_cholesky(a)
     if inverse is not None:  # symmetric: its own transpose
         return inverse
+    if _plain(a):
+        # Shared in the sweep: a solve(a, b) VJP of the same a takes it (_solve_t).
+        return swap_last(shared(_general_inverse, a))
     return swap_last(np.linalg.inv(a))
 
 
@@ -347,6 +381,15 @@ defvjp(np.linalg.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singu
 defvjp(np.linalg.slogdet, _slogdet_vjp, note="sign is constant for real input")
 
 
+def _inverse_t_times(inverse, rhs, vector):
+    """``solve(a.T, rhs)`` given ``inverse = inv(a)`` (``rhs`` with leading batch axes)."""
+    if not vector:
+        return swap_last(inverse) @ rhs
+    if np.ndim(inverse) == 2:
+        return _rows_times(rhs, inverse)  # x[..., i] = sum_j rhs[..., j] inv(a)[j, i]
+    return (swap_last(inverse) @ rhs[..., None])[..., 0]
+
+
 def _solve_t(a, rhs, vector):
     """``solve(a.T, rhs)`` where ``rhs`` carries leading batch axes.
 
@@ -358,8 +401,19 @@ def _solve_t(a, rhs, vector):
     """
     at = swap_last(a)
     two_d = np.ndim(a) == 2
-    factor = _cholesky_of(a) if _plain(rhs) else None
+    plain = _plain(a, rhs)
+    inverse = shared_so_far(_general_inverse, a) if plain else None
+    if inverse is not None:  # a slogdet / det / inv VJP of this sweep inverted this very a
+        return _inverse_t_times(inverse, rhs, vector)
+    factor = _cholesky_of(a) if plain else None
     if factor is not None:  # a = L L^T is symmetric: solve(a.T, rhs) = L^-T (L^-1 rhs)
+        if two_d and np.shape(a)[-1] > _TRI_BLOCK and shared_so_far(_solved_without_inverse, factor) is None:
+            # inv(L), shared: the cholesky(a) VJP of this sweep (the factor was computed,
+            # so it is most likely differentiated, after this VJP) needs it too.
+            inv_low = shared(_lower_inverse, factor)
+            if vector:
+                return _rows_times(_rows_times(rhs, swap_last(inv_low)), inv_low)
+            return swap_last(inv_low) @ (inv_low @ rhs)
         r = rhs[..., None] if vector else rhs
         x = tri_solve(factor, tri_solve(factor, r, lower=True), lower=True, trans=True)
         return x[..., 0] if vector else x
@@ -478,10 +532,33 @@ defvjp(
 
 
 # ---------------------------------------------------------------- Cholesky
+def _diagonal_only(g: Any) -> Any:
+    """The diagonal of a plain square 2-D ``g`` whose entries off it are all zero, else ``None``.
+
+    One O(n^2) pass (what ``sum(log(diag(cholesky(a))))`` sends back is such a ``g``).
+    """
+    if type(g) is not np.ndarray or g.ndim != 2 or g.shape[0] != g.shape[1] or g.shape[0] <= _TRI_BLOCK:
+        return None
+    d = np.diagonal(g)
+    return d.copy() if np.count_nonzero(g) == np.count_nonzero(d) else None
+
+
 def _cholesky_vjp(g, ans, a, upper=False):
     _real_only("numpy.linalg.cholesky", a)
     low, g_low = (swap_last(ans), swap_last(g)) if upper else (ans, g)
     n = np.shape(a)[-1]
+    d = None if upper else _diagonal_only(g)
+    if d is not None and _plain(ans):
+        # log det a = 2 sum(log(diag(L))): a diagonal cotangent.  Then phi(L^T g) is the
+        # diagonal p = diag(L) d / 2, and L^-T diag(p) L^-1 is one product with inv(L)
+        # (shared with solve(a, b) and slogdet(a) VJPs of this sweep), a symmetric
+        # one (syrk, half a general product's flops) when every p >= 0.
+        p = (np.diagonal(ans) * d) * 0.5
+        inv_low = shared(_lower_inverse, ans)
+        if np.all(p >= 0):
+            root = np.sqrt(p)[:, None] * inv_low
+            return _tri_cotangent(swap_last(root) @ root, True)
+        return _tri_cotangent((swap_last(inv_low) * p) @ inv_low, True)
     # dL = L phi(L^-1 dA L^-T), phi = lower triangle with half diagonal (self-adjoint).
     p = (swap_last(low) @ g_low) * follow_library(_half_tri(n, True, _real_dtype(a)), strip(g_low))
     # inv(L) when a slogdet(a) / det(a) VJP of this sweep has formed it already
@@ -491,6 +568,8 @@ def _cholesky_vjp(g, ans, a, upper=False):
     inv_low = None if upper else shared_so_far(_lower_inverse, ans)
     if inv_low is not None and _plain(p):
         return _tri_cotangent(swap_last(inv_low) @ p @ inv_low, True)
+    if not upper:
+        shared(_solved_without_inverse, ans)  # a solve(a, b) VJP after this one: no inv(L) for it alone
     left = tri_solve(low, p, lower=True, trans=True)
     return _tri_cotangent(swap_last(tri_solve(low, swap_last(left), lower=True, trans=True)), not upper)
 
