@@ -144,3 +144,23 @@ def test_ufunc_out_into_a_traced_array_with_where():
         tg.grad(lambda x: np.sum(np.add(x, 1.5j, out=np.zeros_like(x))))(x)  # complex into float64
     with pytest.raises(tg.GradientDroppedError, match="out="):
         tg.grad(lambda x: np.sum(np.add(x, 1.0, out=np.zeros(4))))(x)  # a plain out= still refused
+
+
+def test_a_tape_constant_stores_into_a_slice_of_a_plain_array():
+    def f(x):
+        c = np.ones_like(x) * 3.0  # a tape constant
+        out = np.zeros(4)
+        out[:3] = c  # NumPy converts with __array__: nothing to drop
+        kept = np.asarray(np.zeros_like(x))  # while a tape records: still the tracer itself
+        kept[0] = x[0] ** 2  # so this write is recorded
+        return np.sum(out[:3] * x) + np.sum(kept)
+
+    np.testing.assert_allclose(tg.grad(f)(X), [3.0 + 2 * X[0], 3.0, 3.0])
+
+    def traced(x):
+        out = np.zeros(3)
+        out[:] = x * 2.0  # depends on x: refused
+        return np.sum(out)
+
+    with pytest.raises(tg.GradientDroppedError):
+        tg.grad(traced)(X)

@@ -15,12 +15,13 @@ the gradient.
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, Optional
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin  # the less common operators, via ufuncs
 
-from .dropped import MEMORY_ATTRIBUTES, conversion_error, memory_attribute_error
+from .dropped import MEMORY_ATTRIBUTES, QUIET_CALLERS, conversion_error, memory_attribute_error
 from .errors import GradientDroppedError
 from . import array_types
 from .array_types import as_array_type
@@ -206,6 +207,13 @@ class Tracer(NDArrayOperatorsMixin):
             # An integer or boolean cast (np.int64(x), np.asarray(x, dtype=int)) carries no
             # gradient: it is x.astype(dtype), a constant.
             return np.asarray(ROUTES.astype(self, dtype))
+        if sys._getframe(1).f_code not in QUIET_CALLERS:
+            # Storing a tape constant into a plain array (out[:2] = c), or compiled code that
+            # reads one: no gradient to drop.  (np.asarray while a tape records, through
+            # tapegrad.constructors, keeps returning the tracer itself: writes into it record.)
+            constant = self._constant()
+            if constant is not None:
+                return np.asarray(constant, dtype=dtype) if copy is not True else np.array(constant, dtype=dtype)
         # A marked error (tapegrad.dropped.is_conversion): tapegrad.constructors catches exactly it.
         raise conversion_error()
 
