@@ -761,3 +761,27 @@ def test_attributes_of_traced_interpolants_are_traced():
     np.testing.assert_allclose(tg.grad(lambda x: np.sum(make_interp_spline(x, Y).t))(X), [4, 0, 1, 1, 1, 0, 4])
     matrix = np.stack([CubicSpline(X, e).c.sum() for e in np.eye(X.size)])
     np.testing.assert_allclose(tg.grad(lambda v: np.sum(CubicSpline(X, v).c))(Y), matrix, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("limits", [(-1.0, 4.0), (0.5, 2.0), (2.0, 0.5), (-1.0, -0.5), (3.5, 4.0)])
+def test_splint_and_bspline_integral_without_extrapolation(limits):
+    # FITPACK takes the spline as zero outside its base interval (limits outside: 0, not NaN).
+    t, c, k = scipy.interpolate.splrep(X, Y + 1.0)
+    ab = np.array(limits)
+    f = lambda cc, lim: scipy.interpolate.splint(lim[0], lim[1], (t, cc, k))
+    assert tg.vjp(f, c, ab)[0] == pytest.approx(scipy.interpolate.splint(limits[0], limits[1], (t, c, k)), rel=1e-12,
+                                                 abs=1e-15)
+    check_grads(f, [c, ab + 0.013])
+    g = lambda cc: BSpline(t, cc, k, extrapolate=False).integrate(*limits)
+    assert tg.vjp(g, c)[0] == pytest.approx(g(c), rel=1e-12, abs=1e-15)
+
+
+def test_univariate_spline_integral_and_splint_in_the_knots():
+    spline = scipy.interpolate.UnivariateSpline(X, Y, s=0.01)
+    g = tg.grad(lambda ab: spline.integral(ab[0], ab[1]))(np.array([0.3, 2.1]))
+    np.testing.assert_allclose(g, [-spline(0.3), spline(2.1)], rtol=1e-12)
+    t, c, k = scipy.interpolate.splrep(X, Y)
+    f = lambda inner: scipy.interpolate.splint(0.3, 2.2, (np.concatenate([t[:4], inner, t[-4:]]), c, k))
+    check_grads(f, [t[4:-4]], rtol=1e-5, atol=1e-6)
+    value = tg.vjp(lambda cc: scipy.interpolate.splint(0.5, 2.0, (t, cc, k), full_output=1)[0], c)[0]
+    assert value == pytest.approx(scipy.interpolate.splint(0.5, 2.0, (t, c, k)), rel=1e-12)

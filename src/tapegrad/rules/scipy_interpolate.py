@@ -61,6 +61,7 @@ data of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses); a
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -899,7 +900,9 @@ def _bspline_integrate(self, a, b, extrapolate=None):
 
     if extrapolate != "periodic":
         if not extrapolate:
-            a, b = np.maximum(a, t[k]), np.minimum(b, t[n])
+            # Both limits into the base interval, as SciPy (an interval outside it integrates to 0).
+            a = np.minimum(np.maximum(a, t[k]), t[n])
+            b = np.minimum(np.maximum(b, t[k]), t[n])
         ends = primitive_at(np.stack([a, b]), bool(extrapolate))
         return sign * (ends[1] - ends[0])
     a, b = _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
@@ -1371,6 +1374,21 @@ def _splev(x, tck, der=0, ext=0):
     return np.reshape(out, shape)
 
 
+def _splint(a, b, tck, full_output=0):
+    t, c, k = tck
+    if isinstance(c, (list, tuple)) and len(c) and np.ndim(c[0]) > 0:  # parametric: one spline per coordinate
+        return [_splint(a, b, (t, ci, k), full_output) for ci in c]
+    # FITPACK takes the spline as zero outside its base interval: BSpline.integrate without extrapolation.
+    spline = SimpleNamespace(_t=_breakpoints_of(t), _c=_float(c), k=int(k), extrapolate=False)
+    value = _bspline_integrate(spline, a, b, False)
+    if full_output:
+        # The integrals of the B-splines themselves: they depend on the knots and limits only.
+        t = _plain("splint", "the knots tck[0]", t, "with full_output")
+        a, b = _plain("splint", "a and b", (a, b), "with full_output")
+        return value, _fitpack_impl.splint(a, b, (t, np.asarray(strip_all(c)), k), full_output=1)[1]
+    return value
+
+
 # ----------------------------------------------------------------- FITPACK smoothing splines
 def _fitpack_refused(name: str):
     def impl(self, *args, **kwargs):
@@ -1425,6 +1443,7 @@ defcomposite(intercepted(interpn), _interpn, note=_NOTE)
 
 defcomposite(intercepted(lagrange), _lagrange, note="in the values w; all len(x) coefficients kept")
 defcomposite(intercepted(_fitpack_impl.splev), _splev, note="splev and UnivariateSpline.__call__: " + _NOTE)
+defcomposite(intercepted(_fitpack_impl.splint), _splint, note="splint and UnivariateSpline.integral: " + _NOTE)
 for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
     defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__),
                  note=_REFUSED + "FITPACK chooses the knots from the data (evaluation at traced points works)")
