@@ -191,6 +191,13 @@ def test_discrete_closed_forms():
     n, p = 9, 0.3
     np.testing.assert_allclose(tg.grad(lambda p: np.sum(st.binom.logpmf(k, n, p)))(np.full(4, p)),
                                k / p - (n - k) / (1 - p), rtol=1e-12)
+    # binom's cdf is compiled (bdtr): the finite sum of its traced masses gives
+    # d/dp P(K <= k) = -n pmf(k; n - 1, p), at first and second order
+    np.testing.assert_allclose(tg.grad(lambda p: np.sum(st.binom.cdf(k, n, p)))(np.full(4, p)),
+                               -n * st.binom.pmf(k, n - 1, p), rtol=1e-12)
+    for method in ("cdf", "sf", "logcdf", "logsf"):
+        check_grads(lambda p, m=method: getattr(st.binom, m)(k[:3], n, p), [np.asarray(p)])
+        check_grads(lambda n, p, m=method: getattr(st.nbinom, m)(k, n, p), [np.asarray(3.5), np.asarray(0.4)])
     # d/dmu P(K <= k) = -pmf(k; mu) for the Poisson distribution
     np.testing.assert_allclose(tg.grad(lambda m: np.sum(poisson.cdf(k, m)))(np.full(4, mu)), -poisson.pmf(k, mu),
                                rtol=1e-10)

@@ -509,7 +509,10 @@ def _discrete_rule(method: str) -> Callable[..., Any]:
             else:
                 vals = getattr(self, "_" + method)(ks, *shs)
         except _UNTRACEABLE as exc:
-            raise _cannot(self, method, [names[i] for i in traced_shapes], exc) from exc
+            vals = _summed_tail(self, method, ks, shs, _gather(np.broadcast_to(a, shape), shape, cond),
+                                _gather(np.asarray(exact, dtype=np.float64), shape, cond, always=True))
+            if vals is None:
+                raise _cannot(self, method, [names[i] for i in traced_shapes], exc) from exc
         if not _traced(vals):
             return _constant(exact, shapes)
         return _result(_scatter(vals, cond, np.asarray(exact, dtype=np.float64)), exact)
@@ -523,6 +526,47 @@ try:
     from scipy.stats._distn_infrastructure import rv_sample as _rv_sample
 except ImportError:  # pragma: no cover - every SciPy this rule module supports has it
     _rv_sample = ()
+
+
+#: The most probability masses :func:`_summed_tail` adds up in one call.
+MAX_SUMMED_TERMS = 10**6
+
+
+def _summed_tail(self: Any, method: str, ks: Any, shs: tuple, lower: Any, exact: np.ndarray) -> Any:
+    """A discrete ``cdf``/``sf``/``logcdf``/``logsf`` whose private method cannot be traced.
+
+    ``cdf(k) = pmf(a) + ... + pmf(k)`` over the finite support ``a, a+1, ...``: an
+    exact finite sum of traced masses ``S``.  The result is SciPy's value ``c``
+    moved by ``S - S0`` (``S0`` its value): ``c + (S - S0)`` for ``cdf``,
+    ``c - (S - S0)`` for ``sf``, their logarithms for ``logcdf``/``logsf``, so
+    every derivative is that of the sum, and the tails' own values are SciPy's.
+    ``None`` when the support is unbounded below or the sum would be too long.
+    """
+    ks, lower = np.ravel(np.floor(ks)), np.ravel(np.broadcast_to(lower, np.shape(ks)))
+    if ks.size == 0 or not np.all(np.isfinite(lower)):
+        return None
+    terms = int(np.max(ks - lower)) + 1
+    if terms < 1 or terms * ks.size > MAX_SUMMED_TERMS:
+        return None
+    offsets = np.arange(terms)
+    inside = offsets <= (ks - lower)[:, None]
+    points = lower[:, None] + np.where(inside, offsets, 0)  # masses beyond k: taken at a, then dropped
+    grid = (ks.size, terms)
+    flat = tuple(np.reshape(np.broadcast_to(np.reshape(s, (-1, 1)) if np.size(s) > 1 else s, grid), (-1,))
+                 for s in shs)
+    try:
+        masses = np.reshape(_density(self, np.reshape(points, (-1,)), flat, mass=True), grid)
+    except _UNTRACEABLE:
+        return None
+    total = np.sum(np.where(inside, masses, 0.0), axis=-1)
+    moved = total - strip(total)
+    if method in ("cdf", "logcdf"):
+        tail = exact if method == "cdf" else np.exp(exact)
+        value = tail + moved
+    else:
+        tail = exact if method == "sf" else np.exp(exact)
+        value = tail - moved
+    return value if method in ("cdf", "sf") else np.log(value)
 
 
 # ---------------------------------------------------------------- frozen distributions
