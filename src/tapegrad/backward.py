@@ -362,9 +362,11 @@ def _has_nan(value: Any) -> bool:
         return raw.dtype.kind in "fc" and bool(np.isnan(raw))
     if type(raw) is not np.ndarray or raw.dtype.kind not in "fc":
         return False  # Dask and co. never get here (their sweeps start with strong zeros)
-    flat = raw.ravel()
-    # Squares are >= 0: the sum is NaN exactly when an entry is NaN (overflow gives inf).
-    return math.isnan(abs(np.vdot(flat, flat)) if raw.dtype.kind == "c" else flat.dot(flat))
+    if raw.dtype.kind == "c":
+        return bool(np.isnan(raw).any())
+    # np.minimum propagates NaN: the minimum is NaN exactly when an entry is NaN. One
+    # thread, no BLAS (a BLAS dot's second thread spins for a busy core on small machines).
+    return raw.size > 0 and math.isnan(np.minimum.reduce(raw, axis=None))
 
 
 def strong_zero(g: Any, gi: Any) -> Any:
