@@ -369,7 +369,9 @@ def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: t
     nodes = tape.nodes
     if ans.nbytes > PRUNE_BYTES:
         if remember and rule.remember and len(raw) == 1:
-            tape.memo[(rule.key, id(raw[0]))] = _memo_ref(ans)
+            # A nested tape's sweep comes after the inner one (the forward's outputs are
+            # gone by then): it keeps them (cos(x) for the VJP of the traced sin(x)).
+            tape.memo[(rule.key, id(raw[0]))] = (lambda v=ans: v) if tape.nested else _memo_ref(ans)
         if rule.needs is not None:
             stored, kept = _prune(rule, raw, ans, parents)
             index = len(nodes)

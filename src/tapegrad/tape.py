@@ -139,7 +139,8 @@ class Tape:
         Whether the tape may answer more than one gradient request.
     """
 
-    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "released", "memo", "__weakref__")
+    __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "released", "memo", "nested",
+                 "__weakref__")
 
     def __init__(self, persistent: bool = False) -> None:
         self.nodes: list = []
@@ -152,6 +153,10 @@ class Tape:
         self.consumed = False
         #: A sweep dropped the saved values (a private single-use tape of grad/jacobian).
         self.released = False
+        #: An inner tape watched a tracer of this one (a Hessian, an HVP): this tape's sweep
+        #: differentiates a traced gradient, whose VJPs (sin's, of cos's VJP) reuse the
+        #: forward's remembered outputs, so the memo holds them strongly (dispatch._append).
+        self.nested = False
 
     def watch(self, value: Any) -> Any:
         """Return ``value`` as a tracer recorded by this tape (a source).
@@ -168,6 +173,7 @@ class Tape:
                     "cannot watch a value traced by a newer (inner) tape on an older (outer) "
                     "tape: watch it on the outer tape first, then on the inner one."
                 )
+            value._tape.nested = True
         value = as_source_value(value)
         if value is None:
             return None
