@@ -306,3 +306,19 @@ def test_checkpointed_code_has_strong_zeros_too():
             plain = order(lambda x: np.sum(f(x)))(X)
             assert np.isfinite(plain).all()
             assert_same_numbers(order(lambda x: np.sum(cf(x)))(X), plain)
+
+
+def test_sparse_jacobians_have_strong_zeros_too():
+    import inspect
+
+    if "sparse" not in inspect.signature(tg.jacobian).parameters:
+        pytest.skip("no sparse Jacobians in this tapegrad")
+    pytest.importorskip("scipy.sparse")
+    x = X.copy()
+    with np.errstate(all="ignore"):
+        for name in ("cumsum_sqrt_relu", "sqrt_relu_times_reversed", "where_sqrt", "overwrite_after_division"):
+            g = tg.grad(PROGRAMS[name])
+            sparse = tg.jacobian(g, sparse=True)(x)
+            assert_same_numbers(sparse.toarray() if hasattr(sparse, "toarray") else sparse, tg.hessian(PROGRAMS[name])(x))
+        sparse = tg.jacobian(_elementwise, sparse=True)(x)
+        assert_same_numbers(sparse.toarray() if hasattr(sparse, "toarray") else sparse, stacked_vjps(_elementwise, x))

@@ -358,6 +358,8 @@ def _lazy(seeds: Sequence[Any]) -> bool:
 def _has_nan(value: Any) -> bool:
     """Whether a result of the sweep holds NaN (a tracer is looked at through its value)."""
     raw = value if type(value) is np.ndarray else strip(value)
+    if type(raw) is SparseCotangent:
+        raw = raw._data  # its stored entries (the others are zeros)
     if isinstance(raw, np.generic):  # a 0-d result can be a NumPy scalar
         return raw.dtype.kind in "fc" and bool(np.isnan(raw))
     if type(raw) is not np.ndarray or raw.dtype.kind not in "fc":
@@ -411,7 +413,8 @@ class _SafeRules:
 
     tapegrad's element-wise ufunc rules (those taking 0-d operands, see
     ``Rule.scalar_operands``) get VJPs wrapped by :func:`strong_zero`, and dense
-    cotangents (a banded batch keeps only its diagonals: the two agree once zeros are strong).
+    cotangents (a banded or sparse batch keeps only its possible nonzeros: the two
+    agree once zeros are strong).
     """
 
     __slots__ = ()
@@ -424,7 +427,7 @@ class _SafeRules:
         if safe is None or safe[0] is not rule:
             wrapped = copy.copy(rule)  # not a new Rule: that would take a place in RULE_TABLE
             wrapped.vjps = tuple(_strong(v) if callable(v) else v for v in rule.vjps)
-            wrapped.banded = False
+            wrapped.banded = wrapped.sparse = False  # structured batches arrive dense
             safe = _SAFE_RULES[number] = (rule, wrapped)
         return safe[1]
 
