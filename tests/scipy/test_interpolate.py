@@ -785,3 +785,25 @@ def test_univariate_spline_integral_and_splint_in_the_knots():
     check_grads(f, [t[4:-4]], rtol=1e-5, atol=1e-6)
     value = tg.vjp(lambda cc: scipy.interpolate.splint(0.5, 2.0, (t, cc, k), full_output=1)[0], c)[0]
     assert value == pytest.approx(scipy.interpolate.splint(0.5, 2.0, (t, c, k)), rel=1e-12)
+
+
+@pytest.mark.parametrize("extrapolate", [True, False, "periodic"])
+def test_values_match_scipy_everywhere_including_nan_and_high_derivatives(extrapolate):
+    # Repeated interior knot, points inside/outside/on knots, a NaN, derivatives up to past the degree.
+    t = np.r_[[0.0] * 4, 0.8, 1.5, 1.5, 2.1, [3.0] * 4]
+    c = rng.standard_normal(t.size - 4)
+    q = np.r_[np.linspace(-2.0, 5.0, 57), t, np.nan]
+    pp = scipy.interpolate.PPoly.from_spline((t, c, 3), extrapolate=extrapolate)
+    for nu in range(5):
+        got = tg.vjp(lambda cc: BSpline(t, cc, 3, extrapolate=extrapolate)(q, nu=nu), c)[0]
+        np.testing.assert_allclose(got, BSpline(t, c, 3, extrapolate=extrapolate)(q, nu=nu), rtol=1e-9, atol=1e-9)
+        got = tg.vjp(lambda cc: scipy.interpolate.PPoly(cc, pp.x, extrapolate=extrapolate)(q, nu=nu), pp.c)[0]
+        np.testing.assert_allclose(got, pp(q, nu=nu), rtol=1e-9, atol=1e-9)
+
+
+def test_nan_query_points_do_not_poison_gradients():
+    q = np.array([0.3, np.nan, 1.7])
+    g = tg.grad(lambda v: np.nansum(CubicSpline(X, v)(q)))(Y)
+    np.testing.assert_allclose(g, tg.grad(lambda v: np.sum(CubicSpline(X, v)(q[[0, 2]])))(Y), rtol=1e-12)
+    g = tg.grad(lambda p: np.nansum(make_interp_spline(X, Y)(p)))(q)
+    assert g[1] == 0 and np.all(np.isfinite(g))

@@ -324,6 +324,15 @@ def _pp_intervals(x: np.ndarray, points: np.ndarray) -> tuple:
     return np.clip(index, 0, m - 1), ~inside
 
 
+def _without_nan(flat: Any, plain: np.ndarray, safe: float) -> tuple:
+    """NaN query points replaced by ``safe`` (their output is set to NaN afterwards): a NaN
+    inside the polynomial would turn the zero cotangent reaching it into NaN."""
+    nan_points = np.isnan(plain)
+    if not np.any(nan_points):
+        return flat, plain
+    return np.where(nan_points, safe, flat), np.where(nan_points, safe, plain)
+
+
 def _pp_evaluate(c: Any, x: Any, points: Any, nu: int, extrapolate: Any, axis: int) -> Any:
     """``x``: the breakpoints, plain or traced (intervals are found on their plain values)."""
     flat, plain, shape = _flat_points(points)
@@ -335,12 +344,18 @@ def _pp_evaluate(c: Any, x: Any, points: Any, nu: int, extrapolate: Any, axis: i
         raise ValueError("Order of derivative cannot be negative")  # SciPy's message
     if nu > 0:
         c = _pp_derivative_coefficients(c, nu)
-    index, outside = _pp_intervals(np.asarray(strip(x)), plain)
+    xv = np.asarray(strip(x))
+    nan_points = np.isnan(plain)
+    flat, plain = _without_nan(flat, plain, xv[0])
+    index, outside = _pp_intervals(xv, plain)
     n_r = np.ndim(c) - 2
     t = _trailing(flat - x[index], n_r)
     out = _horner(c[:, index], t)
-    if not extrapolate:
-        out = np.where(_trailing(outside & ~np.isnan(plain), n_r), np.nan, out)
+    # NaN where SciPy gives NaN: NaN points (also where the derivative is a constant), and
+    # points outside unless extrapolating.
+    undefined = nan_points | (outside if not extrapolate else False)
+    if np.any(undefined):
+        out = np.where(_trailing(undefined, n_r), np.nan, out)
     out = np.reshape(out, shape + np.shape(c)[2:])
     return _axis_last(out, len(shape), axis)
 
@@ -776,8 +791,13 @@ def _bspline_basis(t: np.ndarray, k: int, index: np.ndarray, x: Any) -> list:
     return h
 
 
-def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
-    """SciPy's ``splder`` on traced coefficients (and knots)."""
+def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int, strict: bool = True) -> tuple:
+    """SciPy's ``splder`` on traced coefficients (and knots).
+
+    ``strict``: raise as ``splder`` does on internal repeated knots; otherwise (evaluating
+    a derivative, as SciPy's ``__call__(x, nu)`` does) the B-splines over an empty span
+    are zero, so their coefficients are set to 0.
+    """
     if nu > k:
         raise ValueError(f"Order of derivative (n = {nu!r}) must be <= order of spline (k = {k!r})")
     pad = len(t) - np.shape(c)[0]
@@ -785,9 +805,14 @@ def _bspline_derivative_tck(t: np.ndarray, c: Any, k: int, nu: int) -> tuple:
         c = np.concatenate([c, np.zeros((pad,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
     for _ in range(nu):
         dt = t[k + 1 : -1] - t[1 : -k - 1]
-        if np.any(np.asarray(strip(dt)) == 0):
-            raise ValueError(f"The spline has internal repeated knots and is not differentiable {nu} times")
+        empty = np.asarray(strip(dt)) == 0
+        if np.any(empty):
+            if strict:
+                raise ValueError(f"The spline has internal repeated knots and is not differentiable {nu} times")
+            dt = np.where(empty, 1.0, dt)
         c = (c[1 : -1 - k] - c[: -2 - k]) * k / _trailing(dt, np.ndim(c) - 1)
+        if np.any(empty):
+            c = np.where(_trailing(empty, np.ndim(c) - 1), 0.0, c)
         c = np.concatenate([c, np.zeros((k,) + np.shape(c)[1:], dtype=np.result_type(c))], axis=0)
         t = t[1:-1]
         k -= 1
@@ -820,21 +845,24 @@ def _bspline_evaluate(t: Any, c: Any, k: int, points: Any, nu: int, extrapolate:
     if nu < 0:
         raise ValueError(f"Cannot do derivative order {nu}.")
     n_r = np.ndim(c) - 1
-    if nu > k:
-        out = np.zeros(shape + np.shape(c)[1:], dtype=np.result_type(c))
-        return _axis_last(out, len(shape), axis)
-    if nu > 0:
-        t, c, k = _bspline_derivative_tck(t, c, k, nu)
-        n = len(t) - k - 1
     tv = np.asarray(strip(t))
-    index = np.clip(np.searchsorted(tv, plain, side="right") - 1, k, n - 1)
-    basis = _bspline_basis(t, k, index, flat)
-    out = 0.0
-    for r in range(k + 1):
-        out = out + _trailing(basis[r], n_r) * c[index - k + r]
-    if not extrapolate:
-        outside = ~((plain >= tv[k]) & (plain <= tv[n])) & ~np.isnan(plain)
-        out = np.where(_trailing(outside, n_r), np.nan, out)
+    # NaN where SciPy gives NaN: NaN points, and points outside the base interval unless extrapolating.
+    undefined = np.isnan(plain) if extrapolate else ~((plain >= tv[k]) & (plain <= tv[n]))
+    flat, plain = _without_nan(flat, plain, tv[k])
+    if nu > k:  # a derivative past the degree: zero
+        out = np.zeros((len(plain),) + np.shape(c)[1:], dtype=np.result_type(c))
+    else:
+        if nu > 0:
+            t, c, k = _bspline_derivative_tck(t, c, k, nu, strict=False)
+            n = len(t) - k - 1
+            tv = np.asarray(strip(t))
+        index = np.clip(np.searchsorted(tv, plain, side="right") - 1, k, n - 1)
+        basis = _bspline_basis(t, k, index, flat)
+        out = 0.0
+        for r in range(k + 1):
+            out = out + _trailing(basis[r], n_r) * c[index - k + r]
+    if np.any(undefined):
+        out = np.where(_trailing(undefined, n_r), np.nan, out)
     out = np.reshape(out, shape + np.shape(c)[1:])
     return _axis_last(out, len(shape), axis)
 
