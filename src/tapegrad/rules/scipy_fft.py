@@ -37,7 +37,11 @@ differentiable again (second order comes back through the door):
   place of the first.
 
 ``n=``/``s=`` padding and truncation become truncation and zero-padding of the
-cotangent; ``overwrite_x`` is ignored (the input is never written to).
+cotangent; ``overwrite_x`` is ignored (the input is never written to).  The fast
+Hankel transforms ``fht``/``ifht`` replay SciPy's FFTLog steps on the traced array
+(their coefficients come from the plain ``dln``, ``mu``, ``offset`` and ``bias``);
+``fftshift``/``ifftshift`` are NumPy's.  A length, type, order or FFTLog parameter
+that depends on a traced input raises a clear error naming it.
 """
 
 from __future__ import annotations
@@ -48,10 +52,10 @@ import numpy as np
 import scipy.fft
 from scipy.fft import _basic_backend, _fftlog_backend, _helper, _realtransforms_backend
 
+from ..binding import strip_all
 from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, defvjp, intercepted
-from ..binding import strip_all
 from ..tracer import Tracer
 from .fft import _cook, _dual, _fit, _half_weights
 
