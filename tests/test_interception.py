@@ -55,6 +55,18 @@ class Spline:
         return np.asarray(self.c).copy() * t
 
 
+class SlottedSpline(Spline):
+    """The same, with its data in a slot (SciPy's PPoly keeps its arrays in __slots__)."""
+
+    __slots__ = ("coefficients",)
+
+    def __init__(self, c):
+        self.coefficients = c
+
+    def __call__(self, t):
+        return np.asarray(self.coefficients).copy() * t
+
+
 def solver(fun, x0):
     """A solver whose callback may close over traced values (no argument shows them)."""
     return float(np.asarray(fun(x0)).copy())
@@ -65,6 +77,7 @@ def _setup_rules():
     defcomposite(intercepted(decorated), lambda x: x**3)
     defcomposite(intercepted(Spline.__call__, inspect_self=True), lambda self, t: self.c * t)
     defcomposite(intercepted(solver, route_all=True), _solver_rule)
+    defcomposite(intercepted(SlottedSpline.__call__, inspect_self=True), lambda self, t: self.coefficients * t)
 
 
 def _solver_rule(fun, x0):
@@ -163,6 +176,7 @@ def test_method_of_an_object_holding_tracers():
         return np.sum(Spline(c)(t))  # the argument t is plain; the instance holds the tracer
 
     assert np.array_equal(tg.grad(f)(np.array(2.0)), np.array(6.0))
+    assert np.array_equal(tg.grad(lambda c: np.sum(SlottedSpline(c)(t)))(np.array(2.0)), np.array(6.0))
 
 
 def test_route_all_sees_tracers_a_callback_closes_over():

@@ -196,8 +196,30 @@ def original(fun: Any) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------- one swap
 def _traced_self(obj: Any) -> bool:
+    """Whether an instance's attributes hold a tracer: its ``__dict__`` and its ``__slots__``."""
     state = getattr(obj, "__dict__", None)
-    return bool(state) and any(type(v) is Tracer or has_tracer(v) for v in state.values())
+    if state and any(type(v) is Tracer or has_tracer(v) for v in state.values()):
+        return True
+    for slot in _slots_of(type(obj)):
+        value = getattr(obj, slot, None)
+        if type(value) is Tracer or has_tracer(value):
+            return True
+    return False
+
+
+_SLOTS: Dict[type, tuple] = {}
+
+
+def _slots_of(cls: type) -> tuple:
+    """Every slot name ``cls`` and its bases declare (``PPoly`` keeps its arrays in slots)."""
+    found = _SLOTS.get(cls)
+    if found is None:
+        names = []
+        for klass in cls.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            names += [slots] if isinstance(slots, str) else [n for n in slots if n not in ("__dict__", "__weakref__")]
+        found = _SLOTS[cls] = tuple(names)
+    return found
 
 
 def _make_door(
