@@ -139,6 +139,12 @@ def _drop(what: str, instead: str) -> GradientDroppedError:
     )
 
 
+#: Scalar exponents that ``ndarray.__pow__`` computes with another ufunc (NumPy's
+#: fast_scalar_power): ``x ** -1`` is ``np.reciprocal(x)``, ``x ** 0.5`` ``np.sqrt(x)``, ``x ** 2`` ``np.square(x)``.
+_FAST_POWERS = {-1: np.reciprocal, 0.5: np.sqrt, 2: np.square}
+_SCALAR_EXPONENTS = (int, float)
+
+
 def _arithmetic(ufunc: np.ufunc) -> tuple:
     """``x op y`` and ``y op x`` for a tracer ``x``: straight to the dispatcher's binary fast path."""
 
@@ -444,7 +450,16 @@ class Tracer(NDArrayOperatorsMixin):
     __sub__, __rsub__ = _arithmetic(np.subtract)
     __mul__, __rmul__ = _arithmetic(np.multiply)
     __truediv__, __rtruediv__ = _arithmetic(np.true_divide)
-    __pow__, __rpow__ = _arithmetic(np.power)
+    _power, __rpow__ = _arithmetic(np.power)
+
+    def __pow__(self, other: Any) -> Any:
+        # ndarray ** -1, ** 0.5 and ** 2 (a scalar exponent) compute reciprocal / sqrt / square, whose last
+        # digit can differ from np.power's on NumPy < 2.4: record what NumPy computes.
+        if type(other) in _SCALAR_EXPONENTS or isinstance(other, (np.integer, np.floating)):
+            fast = _FAST_POWERS.get(other)
+            if fast is not None and self.dtype.kind in "fc":
+                return fast(self)
+        return self._power(other)
 
     def __neg__(self) -> Any:
         out = ROUTES.unary(RULES[np.negative], self)
