@@ -13,7 +13,9 @@ checks that the results agree, and then takes ``--rounds`` rounds; in every roun
 each entry is sampled once (its calls looped for at least ``--min-time`` seconds),
 in an order that alternates from round to round.  It prints the median of every
 entry and, per round, the ratio of tapegrad's sample to PyTorch's fastest API's
-sample of that round (the median and the spread of those ratios).
+sample of that round (the median and the spread of those ratios).  ``--clock cpu`` times
+the process's CPU seconds instead of the wall clock: on a machine with more runnable
+processes than cores, the wall clock mostly measures the scheduler.
 """
 
 from __future__ import annotations
@@ -44,17 +46,30 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--workloads", default="W2,W11,W12,W13,W14")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--min-time", type=float, default=0.2)
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="cpu: this process's CPU time (time.process_time) instead of the wall clock; with "
+                        "--threads=1 it is the work done, whatever the neighbours make the scheduler do")
     p.add_argument("--threads", type=int, default=0,
                    help="--threads=N: BLAS/OpenMP threads of both libraries (0: their defaults)")
     opts = p.parse_args(argv)
 
+    import time
+
     import numpy as np
+
+    clock = time.process_time if opts.clock == "cpu" else time.perf_counter
+
+    def time_calls(fn, number):
+        start = clock()
+        for _ in range(number):
+            fn()
+        return (clock() - start) / number
 
     W = compare.W
     tg_adapter, torch_adapter = compare.Tapegrad(), compare.Torch()
     print(f"# tapegrad {tg_adapter.version}, torch {torch_adapter.version}, NumPy {np.__version__}, "
           f"torch threads {torch_adapter.torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f} "
-          f"at the start", flush=True)
+          f"at the start, {opts.clock} clock", flush=True)
     for key in opts.workloads.split(","):
         w = W.get(key)
         args = w.make_args()
@@ -75,7 +90,7 @@ def main(argv: List[str] | None = None) -> int:
         for r in range(opts.rounds):
             for k in (order if r % 2 == 0 else order[::-1]):
                 entries[k][1]()  # untimed: switching thread pools costs a spin-down that belongs to neither
-                samples[k].append(compare._time_calls(entries[k][1], numbers[k]))
+                samples[k].append(time_calls(entries[k][1], numbers[k]))
         ratios = [s_tg / min(samples[k][r] for k in range(1, len(entries)))
                   for r, s_tg in enumerate(samples[0])]
         meds = ", ".join(f"{name} {compare._fmt_time(statistics.median(s))}"

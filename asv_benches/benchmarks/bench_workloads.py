@@ -1,4 +1,4 @@
-"""Time W1-W11 (workloads.py): tapegrad's derivative and the plain NumPy forward pass.
+"""Time W1-W14 (workloads.py): tapegrad's derivative and the plain NumPy forward pass.
 
 ``track_ratio_to_numpy`` measures both in alternation inside one benchmark
 and reports their ratio, the quantity the performance targets are stated in.
@@ -10,7 +10,7 @@ import workloads as W
 
 
 class Workloads:
-    """W1-W6 (tuned for) and W7-W11 (ode_nbody, gp_nlml, hvp_large, grid_hessian, per_example)."""
+    """W1-W6 (tuned for), W7-W11 (ode_nbody, gp_nlml, hvp_large, grid_hessian, per_example), W12-W14 (issue 24)."""
 
     params = [list(W.WORKLOADS)]
     param_names = ["workload"]

@@ -310,3 +310,14 @@ def test_slogdet_and_solve_of_one_matrix_share_its_inverse(monkeypatch, kind):
     jac = tg.jacobian(lambda m: np.stack([np.linalg.slogdet(m)[1], np.sum(np.linalg.solve(m, b))]))(a)
     _, pullback = tg.vjp(lambda m: np.stack([np.linalg.slogdet(m)[1], np.sum(np.linalg.solve(m, b))]), a)
     np.testing.assert_allclose(jac[1], pullback(np.array([0.0, 1.0]))[0], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("n", [1, 5, 128, 129, 203, 400])
+def test_lower_gram_is_exactly_symmetric_and_matches_the_full_product(n):
+    r = np.tril(RNG.standard_normal((n, n)))
+    got = linalg_rules._lower_gram(r)
+    assert np.array_equal(got, got.T)
+    np.testing.assert_allclose(got, r.T @ r, rtol=1e-12, atol=1e-12 * n)
+    # the triangle of a symmetric m: one product with fixed weights, the same bits as _tri_cotangent
+    np.testing.assert_array_equal(got * linalg_rules._twice_below(n, np.dtype(np.float64)),
+                                  linalg_rules._tri_cotangent(got, True))
