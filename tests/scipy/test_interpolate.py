@@ -16,12 +16,12 @@ from scipy.interpolate import (
     BSpline,
     CubicSpline,
     PchipInterpolator,
+    PPoly,
     RegularGridInterpolator,
     interp1d,
     interpn,
     make_interp_spline,
 )
-from scipy.interpolate import _interpolate
 from scipy.sparse.linalg import spsolve
 
 import tapegrad as tg
@@ -579,7 +579,7 @@ def test_barycentric_interpolation_still_traces_through_numpy():
 
 
 def test_plain_calls_while_recording_are_scipys_own_and_nothing_stays_changed():
-    functions = [CubicSpline.__init__, _interpolate._PPolyBase.__call__, BSpline.__call__, make_interp_spline,
+    functions = [CubicSpline.__init__, PPoly.__call__, BSpline.__call__, make_interp_spline,
                  interp1d.__init__, interp1d._evaluate, RegularGridInterpolator.__call__]
     codes = [f.__code__ for f in functions]
     seen = {}

@@ -61,7 +61,6 @@ data of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses); a
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -87,7 +86,7 @@ from scipy.interpolate import (
     make_lsq_spline,
     make_smoothing_spline,
 )
-from scipy.interpolate import _fitpack_impl, _interpolate, _rgi
+from scipy.interpolate import _fitpack_impl, _rgi
 
 from ..binding import has_tracer, strip_all
 from ..dispatch import primitive
@@ -96,9 +95,6 @@ from ..registry import defcomposite, defvjp, intercepted
 from ..tracer import Tracer, strip
 
 __all__: list = []
-
-_PPolyBase = _interpolate._PPolyBase
-
 
 # ----------------------------------------------------------------- helpers
 def _traced(value: Any) -> bool:
@@ -146,16 +142,50 @@ def _float(value: Any) -> Any:
     return value if value.dtype == want else value.astype(want)
 
 
-def _keep_traced(obj: Any, attribute: str, value: Any) -> None:
-    """Set ``obj.attribute`` to a traced array, where the door's ``inspect_self`` sees it.
+# ----------------------------------------------------------------- where SciPy keeps the arrays
+# SciPy 1.17 keeps a piecewise polynomial's coefficients and breakpoints in the
+# instance's own slots ``_c``/``_x``, and a B-spline's in ``_c``/``_t``.  SciPy 1.18
+# splits PPoly, BPoly and BSpline into a public front end and a NumPy back end, the
+# instance's ``_delegate_to``, which holds them as ``c``/``x``/``t``; the front end's
+# ``c``/``x``/``t`` are properties reading the back end's.  Each instance is asked
+# which it has (no version number is compared).
+def _holder(obj: Any, name: str) -> tuple:
+    """``(object, attribute)`` where SciPy keeps the array ``name`` (``"c"``, ``"x"`` or ``"t"``) of ``obj``."""
+    state = getattr(obj, "__dict__", None) or {}
+    delegate = state.get("_delegate_to")
+    if delegate is not None and hasattr(delegate, name):
+        return delegate, name
+    if delegate is None and hasattr(obj, "_" + name):
+        return obj, "_" + name
+    raise UnsupportedFunctionError(
+        f"scipy.interpolate.{type(obj).__name__}",
+        f"this SciPy keeps the interpolant's array {name!r} in a layout tapegrad does not know (neither "
+        f"SciPy 1.17's {'_' + name!r} nor SciPy 1.18's back end '_delegate_to.{name}'); tapegrad's "
+        "interpolate rules need updating for it",
+    )
 
-    SciPy's ``PPoly`` keeps its coefficients in ``__slots__``, which the door does not
-    look into; a reference in the instance ``__dict__`` makes the instance traced.
+
+def _get(obj: Any, name: str) -> Any:
+    """The interpolant's array ``name`` as SciPy keeps it: traced when tapegrad stored a traced one."""
+    holder, attribute = _holder(obj, name)
+    return getattr(holder, attribute)
+
+
+def _put(obj: Any, name: str, value: Any) -> None:
+    """Store ``value`` as the interpolant's array ``name``, where SciPy's own attributes read it.
+
+    A traced value is also referenced in the instance's ``__dict__`` under a tapegrad
+    name, so that the door's ``inspect_self`` sees the instance as traced wherever
+    SciPy keeps the array (a slot, or SciPy 1.18's back end).
     """
-    setattr(obj, attribute, value)
+    holder, attribute = _holder(obj, name)
+    setattr(holder, attribute, value)
     state = getattr(obj, "__dict__", None)
-    if state is not None and attribute not in state:
-        state["_tapegrad_traced" + attribute] = value
+    if state is not None:
+        if type(value) is Tracer or has_tracer(value):
+            state["_tapegrad_traced_" + name] = value
+        else:
+            state.pop("_tapegrad_traced_" + name, None)
 
 
 def _flat_points(x: Any) -> tuple:
@@ -264,13 +294,13 @@ def _traced_coefficients(y_traced: Any, axis: int, coefficients: Any, build, per
 # ----------------------------------------------------------------- piecewise polynomials
 def _breakpoints(self: Any) -> Any:
     """The piecewise polynomial's breakpoints: traced when it was built from traced ``x``."""
-    return self._x
+    return _get(self, "x")
 
 
 def _keep_breakpoints(obj: Any, x: Any) -> None:
-    """Store traced breakpoints as the instance's ``_x``, so that ``spline.x`` is traced too."""
+    """Store traced breakpoints where SciPy keeps them, so that ``spline.x`` is traced too."""
     if type(x) is Tracer:
-        _keep_traced(obj, "_x", x)
+        _put(obj, "x", x)
 
 
 def _pp_derivative_coefficients(c: Any, nu: int) -> Any:
@@ -371,9 +401,9 @@ def _require_ppoly(self: Any, method: str) -> None:
 
 def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
     """A new instance of ``self``'s class holding ``c`` (SciPy's ``construct_fast``)."""
-    out = type(self).construct_fast(np.asarray(strip_all(c)), np.asarray(strip(self._x)), extrapolate, self.axis)
+    out = type(self).construct_fast(np.asarray(strip_all(c)), np.asarray(strip(_breakpoints(self))), extrapolate, self.axis)
     if _traced(c):
-        _keep_traced(out, "_c", c)
+        _put(out, "c", c)
     _keep_breakpoints(out, _breakpoints(self))
     return out
 
@@ -382,11 +412,11 @@ def _ppoly_call(self, x, nu=0, extrapolate=None):
     nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
-    c, breakpoints = self._c, _breakpoints(self)
+    c, breakpoints = _get(self, "c"), _breakpoints(self)
     if isinstance(self, BPoly) and not _traced(c):
         # Plain Bernstein coefficients, traced points: the same polynomials in the power basis.
         power = PPoly.from_bernstein_basis(self)
-        c, breakpoints = power._c, power._x
+        c, breakpoints = _get(power, "c"), _get(power, "x")
     else:
         _require_ppoly(self, "__call__")
     return _pp_evaluate(c, breakpoints, x, int(nu), extrapolate, self.axis)
@@ -396,14 +426,14 @@ def _ppoly_derivative(self, nu=1):
     _require_ppoly(self, "derivative")
     if nu < 0:
         return self.antiderivative(-nu)
-    return _new_like(self, _pp_derivative_coefficients(self._c, nu), self.extrapolate)
+    return _new_like(self, _pp_derivative_coefficients(_get(self, "c"), nu), self.extrapolate)
 
 
 def _ppoly_antiderivative(self, nu=1):
     _require_ppoly(self, "antiderivative")
     if nu <= 0:
         return self.derivative(-nu)
-    c = _pp_antiderivative_coefficients(self._c, _breakpoints(self), nu)
+    c = _pp_antiderivative_coefficients(_get(self, "c"), _breakpoints(self), nu)
     return _new_like(self, c, False if self.extrapolate == "periodic" else self.extrapolate)
 
 
@@ -417,7 +447,7 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
     if extrapolate is None:
         extrapolate = self.extrapolate
     x = _breakpoints(self)
-    anti = _pp_antiderivative_coefficients(self._c, x, 1)
+    anti = _pp_antiderivative_coefficients(_get(self, "c"), x, 1)
     sign = 1.0
     if strip(b) < strip(a):
         a, b, sign = b, a, -1.0
@@ -425,8 +455,7 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
         ends = _primitive_at(anti, x, np.stack([a, b]), extrapolate)
         return sign * (ends[1] - ends[0])
     a, b = _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
-    _plain(f"{type(self).__name__}.integrate", "the breakpoints", x, "periodic integration")
-    x = self._x
+    x = np.asarray(_plain(f"{type(self).__name__}.integrate", "the breakpoints", x, "periodic integration"))
     xs, xe = x[0], x[-1]
     n_periods, left = divmod(b - a, xe - xs)
     whole = _primitive_at(anti, x, np.array([xs, xe]), False)
@@ -454,11 +483,12 @@ def _ppoly_init(self, c, x, extrapolate=None, axis=0):
         raise UnsupportedFunctionError(
             "scipy.interpolate.BPoly", "tapegrad differentiates PPoly (power basis) only; build a PPoly instead"
         )
-    _PPolyBase.__init__(self, strip_all(c), strip_all(x), extrapolate, axis)  # SciPy's checks and attributes
+    # SciPy's checks and attributes (PPoly.__init__ is _PPolyBase's in SciPy 1.17, the front end's in 1.18).
+    PPoly.__init__(self, strip_all(c), strip_all(x), extrapolate, axis)
     c = _float(c)
     if axis != 0:
         c = np.moveaxis(np.moveaxis(c, axis + 1, 0), axis + 1, 0)
-    _keep_traced(self, "_c", c)
+    _put(self, "c", c)
     _keep_breakpoints(self, _breakpoints_of(x))
 
 
@@ -484,7 +514,7 @@ def _hermite_init(self, x, y, dydx, axis=0, extrapolate=None):
     x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
     d0 = np.moveaxis(_float(dydx), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(x, y0, d0))
+    _put(self, "c", _hermite_coefficients(x, y0, d0))
     _keep_breakpoints(self, x)
 
 
@@ -526,7 +556,7 @@ def _pchip_init(self, x, y, axis=0, extrapolate=None):
     PchipInterpolator.__init__(self, strip_all(x), strip_all(y), axis, extrapolate)
     x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(x, y0, _pchip_slopes(x, y0)))
+    _put(self, "c", _hermite_coefficients(x, y0, _pchip_slopes(x, y0)))
     _keep_breakpoints(self, x)
 
 
@@ -567,7 +597,7 @@ def _akima_init(self, x, y, axis=0, *, method="akima", extrapolate=None):
     Akima1DInterpolator.__init__(self, strip_all(x), strip_all(y), axis, method=method, extrapolate=extrapolate)
     x = _breakpoints_of(x)
     y0 = np.moveaxis(_float(y), self.axis, 0)
-    _keep_traced(self, "_c", _hermite_coefficients(x, y0, _akima_slopes(x, y0, method)))
+    _put(self, "c", _hermite_coefficients(x, y0, _akima_slopes(x, y0, method)))
     _keep_breakpoints(self, x)
 
 
@@ -758,17 +788,17 @@ def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=Non
         # SciPy's own system on the traced entries: O(n) but for periodic breakpoints.
         knots = _breakpoints_of(x)
         y0 = np.moveaxis(_float(y), self.axis, 0)
-        _keep_traced(self, "_c", _hermite_coefficients(knots, y0, _cubic_spline_slopes(knots, y0, bc_type)))
+        _put(self, "c", _hermite_coefficients(knots, y0, _cubic_spline_slopes(knots, y0, bc_type)))
         _keep_breakpoints(self, knots)
         return
     # Periodic data with plain breakpoints: the linear map of y (SciPy's cyclic solve on identity columns).
-    knots = self._x
+    knots = _get(self, "x")
     homogeneous = _homogeneous_cubic_bc(bc_type, len(knots))
 
     def build(basis):
         return CubicSpline(knots, basis, 0, homogeneous).c
 
-    _keep_traced(self, "_c", _traced_coefficients(y, self.axis, self._c, build, periodic))
+    _put(self, "c", _traced_coefficients(y, self.axis, _get(self, "c"), build, periodic))
 
 
 # ----------------------------------------------------------------- B-splines
@@ -869,7 +899,7 @@ def _bspline_evaluate(t: Any, c: Any, k: int, points: Any, nu: int, extrapolate:
 
 def _knots(self: Any) -> Any:
     """The B-spline's knots: traced when it was built from traced ``t`` (``spline.t`` is then traced too)."""
-    return self._t
+    return _get(self, "t")
 
 
 def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
@@ -877,51 +907,55 @@ def _bspline_init(self, t, c, k, extrapolate=True, axis=0):
     c = _float(c)
     if self.axis != 0:
         c = np.moveaxis(c, self.axis, 0)
-    self._c = c
+    _put(self, "c", c)
     knots = _breakpoints_of(t)
     if type(knots) is Tracer:
-        self._t = knots
+        _put(self, "t", knots)
 
 
 def _bspline_call(self, x, nu=0, extrapolate=None):
     nu = _plain(f"{type(self).__name__}.__call__", "nu", nu)
     if extrapolate is None:
         extrapolate = self.extrapolate
-    return _bspline_evaluate(_knots(self), self._c, self.k, x, int(nu), extrapolate, self.axis)
+    return _bspline_evaluate(_knots(self), _get(self, "c"), self.k, x, int(nu), extrapolate, self.axis)
 
 
 def _bspline_new(self, tck: tuple, extrapolate: Any) -> Any:
     t, c, k = tck
     out = type(self).construct_fast(np.asarray(strip(t)), np.asarray(strip_all(c)), k, extrapolate=extrapolate,
                                     axis=self.axis)
-    out._c = c
+    _put(out, "c", c)
     if type(t) is Tracer:
-        out._t = t
+        _put(out, "t", t)
     return out
 
 
 def _bspline_derivative(self, nu=1):
     if nu < 0:
         return self.antiderivative(-nu)
-    return _bspline_new(self, _bspline_derivative_tck(_knots(self), self._c, self.k, nu), self.extrapolate)
+    return _bspline_new(self, _bspline_derivative_tck(_knots(self), _get(self, "c"), self.k, nu), self.extrapolate)
 
 
 def _bspline_antiderivative(self, nu=1):
     if nu < 0:
         return self.derivative(-nu)
-    tck = _bspline_antiderivative_tck(_knots(self), self._c, self.k, nu)
+    tck = _bspline_antiderivative_tck(_knots(self), _get(self, "c"), self.k, nu)
     return _bspline_new(self, tck, False if self.extrapolate == "periodic" else self.extrapolate)
 
 
 def _bspline_integrate(self, a, b, extrapolate=None):
     if extrapolate is None:
         extrapolate = self.extrapolate
+    return _bspline_integral(_knots(self), _get(self, "c"), self.k, a, b, extrapolate)
+
+
+def _bspline_integral(t: Any, c: Any, k: int, a: Any, b: Any, extrapolate: Any) -> Any:
+    """SciPy's ``BSpline.integrate`` of the spline ``(t, c, k)`` (any of them and the limits may be traced)."""
     sign = 1.0
     if strip(b) < strip(a):
         a, b, sign = b, a, -1.0
-    t, k = _knots(self), self.k
     n = len(t) - k - 1
-    ta, ca, ka = _bspline_antiderivative_tck(t, self._c, k, 1)
+    ta, ca, ka = _bspline_antiderivative_tck(t, c, k, 1)
 
     def primitive_at(points, extrap):
         return _bspline_evaluate(ta, ca, ka, points, 0, extrap, 0)
@@ -935,7 +969,7 @@ def _bspline_integrate(self, a, b, extrapolate=None):
         return sign * (ends[1] - ends[0])
     a, b = _plain("BSpline.integrate", "a and b", (a, b), "periodic integration limits")
     t = _plain("BSpline.integrate", "the knots", t, "periodic integration")
-    ta, ca, ka = _bspline_antiderivative_tck(t, self._c, k, 1)
+    ta, ca, ka = _bspline_antiderivative_tck(t, c, k, 1)
     ts, te = t[k], t[n]
     n_periods, left = divmod(b - a, te - ts)
     whole = primitive_at(np.array([ts, te]), False)
@@ -1056,9 +1090,9 @@ def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=Tr
                    "the abscissae are differentiated without derivative or periodic boundary conditions only")
         spline = make_interp_spline(strip_all(x), strip_all(y), k, t, strip_all(bc_type), axis, check_finite)
         knots, c = _interp_spline_in_x(_breakpoints_of(x), np.moveaxis(_float(y), spline.axis, 0), spline.k, t)
-        spline._c = c
+        _put(spline, "c", c)
         if type(knots) is Tracer:
-            spline._t = knots
+            _put(spline, "t", knots)
         return spline
     x = strip_all(x)
     bc_type = _plain("make_interp_spline", "bc_type", bc_type, "boundary derivative values are not differentiated")
@@ -1068,17 +1102,18 @@ def _make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=Tr
     if bc_type is None or (isinstance(bc_type, str) and bc_type == "not-a-knot"):
         # No derivative conditions: B c = y with B the (banded, sparse) collocation matrix, so
         # the VJP is one sparse solve with B^T (O(n)) instead of the map's dense matrix.
-        matrix = BSpline.design_matrix(xs, spline._t, spline.k)
-        if matrix.shape[0] == matrix.shape[1] == np.shape(spline._c)[0]:
+        matrix = BSpline.design_matrix(xs, _get(spline, "t"), spline.k)
+        c = _get(spline, "c")
+        if matrix.shape[0] == matrix.shape[1] == np.shape(c)[0]:
             y0 = np.moveaxis(_float(y), spline.axis, 0)
-            spline._c = collocation_coefficients_p(y0, _Collocation(spline._c, matrix))
+            _put(spline, "c", collocation_coefficients_p(y0, _Collocation(c, matrix)))
             return spline
     homogeneous = _homogeneous_spline_bc(bc_type, n)
 
     def build(basis):
-        return make_interp_spline(xs, basis, k, t, homogeneous, 0, False)._c
+        return make_interp_spline(xs, basis, k, t, homogeneous, 0, False).c
 
-    spline._c = _traced_coefficients(y, spline.axis, spline._c, build, bc_type == "periodic")
+    _put(spline, "c", _traced_coefficients(y, spline.axis, _get(spline, "c"), build, bc_type == "periodic"))
     return spline
 
 
@@ -1089,9 +1124,9 @@ def _make_lsq_spline(x, y, t, k=3, w=None, axis=0, check_finite=True, *, method=
     spline = make_lsq_spline(x, strip_all(y), t, k, w, axis, check_finite, method=method)
 
     def build(basis):
-        return make_lsq_spline(x, basis, t, k, w, 0, False, method=method)._c
+        return make_lsq_spline(x, basis, t, k, w, 0, False, method=method).c
 
-    spline._c = _traced_coefficients(y, spline.axis, spline._c, build)
+    _put(spline, "c", _traced_coefficients(y, spline.axis, _get(spline, "c"), build))
     return spline
 
 
@@ -1110,9 +1145,9 @@ def _make_smoothing_spline(x, y, w=None, lam=None, *, axis=0):
     spline = make_smoothing_spline(x, strip_all(y), w, lam, axis=axis)
 
     def build(basis):
-        return make_smoothing_spline(x, basis, w, lam, axis=0)._c
+        return make_smoothing_spline(x, basis, w, lam, axis=0).c
 
-    spline._c = _traced_coefficients(y, spline.axis, spline._c, build)
+    _put(spline, "c", _traced_coefficients(y, spline.axis, _get(spline, "c"), build))
     return spline
 
 
@@ -1260,7 +1295,7 @@ def _rgi_points(self, xi):
 def _spline_weights(grid: np.ndarray, k: int, points: Any, nu: int) -> Any:
     """``W[p, i]``: the 1-D not-a-knot spline through ``e_i`` (degree ``k``) at ``points[p]``."""
     cardinal = make_interp_spline(grid, np.eye(len(grid)), k=k)
-    return _bspline_evaluate(cardinal._t, cardinal._c, k, points, nu, True, 0)
+    return _bspline_evaluate(_get(cardinal, "t"), _get(cardinal, "c"), k, points, nu, True, 0)
 
 
 def _rgi_pchip(grid: tuple, values: Any, flat: Any, plain: np.ndarray, plain_grid: tuple) -> Any:
@@ -1407,8 +1442,7 @@ def _splint(a, b, tck, full_output=0):
     if isinstance(c, (list, tuple)) and len(c) and np.ndim(c[0]) > 0:  # parametric: one spline per coordinate
         return [_splint(a, b, (t, ci, k), full_output) for ci in c]
     # FITPACK takes the spline as zero outside its base interval: BSpline.integrate without extrapolation.
-    spline = SimpleNamespace(_t=_breakpoints_of(t), _c=_float(c), k=int(k), extrapolate=False)
-    value = _bspline_integrate(spline, a, b, False)
+    value = _bspline_integral(_breakpoints_of(t), _float(c), int(k), a, b, False)
     if full_output:
         # The integrals of the B-splines themselves: they depend on the knots and limits only.
         t = _plain("splint", "the knots tck[0]", t, "with full_output")
@@ -1432,12 +1466,26 @@ def _fitpack_refused(name: str):
 
 # ----------------------------------------------------------------- registration
 _NOTE = "in the data (not the abscissae) and in the query points"
-defcomposite(intercepted(_PPolyBase.__init__), _ppoly_init, note=_NOTE)
+
+
+def _once(*functions: Callable) -> list:
+    """The distinct functions among ``functions``: in SciPy 1.17, ``PPoly`` and ``BPoly`` share
+    ``_PPolyBase``'s ``__init__``, ``__call__`` and ``extend``; in SciPy 1.18 each front end has its own."""
+    out: list = []
+    for f in functions:
+        if all(f is not g for g in out):
+            out.append(f)
+    return out
+
+
+for _f in _once(PPoly.__init__, BPoly.__init__):
+    defcomposite(intercepted(_f), _ppoly_init, note=_NOTE)
 defcomposite(intercepted(CubicHermiteSpline.__init__), _hermite_init, note=_NOTE)
 defcomposite(intercepted(PchipInterpolator.__init__), _pchip_init, note=_NOTE)
 defcomposite(intercepted(Akima1DInterpolator.__init__), _akima_init, note=_NOTE)
 defcomposite(intercepted(CubicSpline.__init__), _cubic_spline_init, note=_NOTE)
-defcomposite(intercepted(_PPolyBase.__call__, inspect_self=True), _ppoly_call, note=_NOTE)
+for _f in _once(PPoly.__call__, BPoly.__call__):
+    defcomposite(intercepted(_f, inspect_self=True), _ppoly_call, note=_NOTE)
 defcomposite(intercepted(PPoly.derivative, inspect_self=True), _ppoly_derivative, note=_NOTE)
 defcomposite(intercepted(PPoly.antiderivative, inspect_self=True), _ppoly_antiderivative, note=_NOTE)
 defcomposite(intercepted(PPoly.integrate, inspect_self=True), _ppoly_integrate, note=_NOTE)
@@ -1448,11 +1496,12 @@ for _method, _why in (
 ):
     defcomposite(intercepted(getattr(PPoly, _method), inspect_self=True), _ppoly_unsupported(_method, _why),
                  note=_REFUSED + _why)
-defcomposite(
-    intercepted(_PPolyBase.extend, inspect_self=True),
-    _ppoly_unsupported("extend", "extending a traced piecewise polynomial in place is not supported"),
-    note=_REFUSED + "extending a traced piecewise polynomial in place",
-)
+for _f in _once(PPoly.extend, BPoly.extend):
+    defcomposite(
+        intercepted(_f, inspect_self=True),
+        _ppoly_unsupported("extend", "extending a traced piecewise polynomial in place is not supported"),
+        note=_REFUSED + "extending a traced piecewise polynomial in place",
+    )
 
 defcomposite(intercepted(BSpline.__init__), _bspline_init, note=_NOTE)
 defcomposite(intercepted(BSpline.__call__, inspect_self=True), _bspline_call, note=_NOTE)
