@@ -5,6 +5,7 @@ order, with a batch of cotangents against single VJPs (tapegrad.testing.check_gr
 called as users call it: module attributes, names bound at import, keywords.
 """
 
+import inspect
 import warnings
 
 import numpy as np
@@ -429,10 +430,11 @@ def test_undifferentiable_arguments_raise_clearly():
         tg.grad(lambda t: np.sum(sl.fractional_matrix_power(S, t)))(0.5)
     with pytest.raises(tg.NonDifferentiableArgumentError, match="complex"):
         tg.grad(lambda a: np.real(np.sum(sl.cholesky(a))))(S + 0j)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(tg.NonDifferentiableArgumentError, match="error estimate"):
-            tg.grad(lambda a: sl.logm(a, disp=False)[1])(S)
+    if "disp" in inspect.signature(sl.logm).parameters:  # SciPy 1.18 removed disp (and the error estimate)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(tg.NonDifferentiableArgumentError, match="error estimate"):
+                tg.grad(lambda a: sl.logm(a, disp=False)[1])(S)
 
 
 # ------------------------------------------------------------------ more call forms

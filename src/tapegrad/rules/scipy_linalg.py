@@ -349,15 +349,37 @@ def _cholesky_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
 _scipy_rule(sl.cholesky, _cholesky_vjp, note="gradient on the triangle read")
 
 
+_CHO_FACTOR_COPIES: list = []
+
+
+def _cho_factor_copies() -> bool:
+    """Whether ``cho_factor`` (without ``overwrite_a``) leaves ``a``'s entries in c's other triangle.
+
+    SciPy < 1.18 copies them through; SciPy 1.18 zeros that triangle, as ``cholesky``
+    does.  Asked of the running SciPy once, on a 2 x 2 matrix whose lower entry is 3.
+    """
+    if not _CHO_FACTOR_COPIES:
+        c = sl.cho_factor(np.array([[4.0, 1.0], [3.0, 4.0]]), lower=False)[0]
+        if c[1, 0] not in (0.0, 3.0):
+            raise _refuse(
+                "cho_factor",
+                f"this SciPy leaves {c[1, 0]!r} in the triangle it does not factor where a holds 3.0 (neither a "
+                "copy of a nor zero), so that triangle's derivative is unknown. Use scipy.linalg.cholesky.",
+            )
+        _CHO_FACTOR_COPIES.append(bool(c[1, 0] == 3.0))
+    return _CHO_FACTOR_COPIES[0]
+
+
 def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
     _real_only("cho_factor", a)
     gc = g[0]
     n = np.shape(a)[-1]
     read = np.tri(n, dtype=_real_dtype(a)) if lower else np.tri(n, dtype=_real_dtype(a)).T
     factor = ans[0] * read
-    # The factor's triangle follows the Cholesky rule; the other triangle of c holds a's own
-    # entries, copied through.
-    return _onto_triangle(_cholesky_cotangent(factor, gc * read, lower), lower) + gc * (1 - read)
+    # The factor's triangle follows the Cholesky rule.  The other triangle of c holds a's own
+    # entries, copied through (SciPy < 1.18), or zeros that depend on nothing (SciPy >= 1.18).
+    ga = _onto_triangle(_cholesky_cotangent(factor, gc * read, lower), lower)
+    return ga + gc * (1 - read) if _cho_factor_copies() else ga
 
 
 _scipy_rule(sl.cho_factor, _cho_factor_vjp, note="c's other triangle is a copy of a's")
@@ -1215,8 +1237,13 @@ def _eig_vjp(g, ans, a, b=None, left=False, right=True, overwrite_a=False, overw
     return _eig_cotangent(g, a)
 
 
-def _eigvals_vjp(g, ans, a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
-    if b is not None or homogeneous_eigvals:
+_EIGVALS_SIGNATURE = inspect.signature(sl.eigvals)  # SciPy 1.18 added overwrite_b before check_finite
+
+
+def _eigvals_vjp(g, ans, *args, **kwargs):
+    bound = _EIGVALS_SIGNATURE.bind(*args, **kwargs)
+    a = bound.arguments["a"]
+    if bound.arguments.get("b") is not None or bound.arguments.get("homogeneous_eigvals"):
         raise _refuse("eigvals", "a generalized problem or homogeneous_eigvals=True.")
     return _eig_cotangent(g, a)
 

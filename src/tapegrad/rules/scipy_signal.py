@@ -230,27 +230,32 @@ defcomposite(intercepted(_sig.lfilter), _lfilter, note="b, a, x and zi; zf from 
 
 
 def _lfilter_zi(b, a):
+    """SciPy's value (and its checks); the derivatives of the steady state it solves for.
+
+    SciPy < 1.18 solves ``(I - companion(a).T) zi = b[1:] - a[1:] b[0]`` after
+    dropping leading zeros of ``a``; SciPy 1.18 sums ``b - y_inf a`` from the end
+    (``y_inf = sum(b) / sum(a)``, the step response's final value) and refuses
+    ``a[0] == 0``.  Both give the same ``zi``, whose derivatives come from the closed
+    form traced here; the value is always the running SciPy's own.
+    """
     b, a = np.atleast_1d(_as_array(b)), np.atleast_1d(_as_array(a))
-    if np.ndim(b) != 1:
-        raise ValueError("Numerator b must be 1-D.")
-    if np.ndim(a) != 1:
-        raise ValueError("Denominator a must be 1-D.")
-    while np.shape(a)[0] > 1 and strip(a)[0] == 0.0:
+    value = np.asarray(_sp_lfilter_zi(strip(b), strip(a)))  # SciPy's errors and numbers
+    while np.shape(a)[0] > 1 and strip(a)[0] == 0.0:  # what SciPy < 1.18 accepted and dropped
         a = a[1:]
-    if np.shape(a)[0] < 1:
-        raise ValueError("There must be at least one nonzero `a` coefficient.")
     b, a = _normalized(b, a)
     n = max(np.shape(a)[0], np.shape(b)[0])
     if np.shape(a)[0] < n:
         a = np.concatenate([a, np.zeros(n - np.shape(a)[0])])
     elif np.shape(b)[0] < n:
         b = np.concatenate([b, np.zeros(n - np.shape(b)[0])])
-    # I - companion(a).T: the identity, minus ones above the diagonal, plus a[1:] in column 0.
-    first = np.zeros(n - 1)
-    if n > 1:
-        first[0] = 1.0
-    i_minus_a = (np.eye(n - 1) - np.eye(n - 1, k=1)) + a[1:, None] * first
-    return np.linalg.solve(i_minus_a, b[1:] - a[1:] * b[0])
+    y_inf = np.sum(b) / np.sum(a)
+    zi = np.flip(np.cumsum(np.flip(b - y_inf * a)))[1:]
+    if np.shape(zi) != np.shape(value):
+        raise NonDifferentiableArgumentError(
+            f"scipy.signal.lfilter_zi: this SciPy returned shape {np.shape(value)} where tapegrad's rule "
+            f"gives {np.shape(zi)}, so tapegrad cannot differentiate it here."
+        )
+    return _with_value(value, zi)
 
 
 defcomposite(intercepted(_sig.lfilter_zi), _lfilter_zi)

@@ -61,7 +61,9 @@ def radau_iia(q: int) -> tuple:
     """Nodes ``c``, matrix ``A`` and Lagrange coefficients of ``q``-stage Radau IIA collocation."""
     coef = np.zeros(q + 1)
     coef[q], coef[q - 1] = 1.0, -1.0  # P_q - P_{q-1}: zeros are the right Radau nodes
-    c = np.sort((np.polynomial.legendre.legroots(coef) + 1.0) / 2.0)
+    roots = np.polynomial.legendre.legroots(coef)
+    # The roots are real; NumPy >= 2.5 returns them as complex (its eigvals always do).
+    c = np.sort((np.real(roots) + 1.0) / 2.0)
     c[-1] = 1.0
     powers = np.arange(q)
     inv_v = np.linalg.inv(c[:, None] ** powers[None, :])  # Lagrange basis coefficients
