@@ -139,10 +139,24 @@ einsum_p = primitive(_einsum_impl)
 
 
 def _delta(size: int, ndim: int, dtype: Any) -> np.ndarray:
-    """The ``ndim``-way Kronecker delta of side ``size`` (ones on the main diagonal)."""
+    """The ``ndim``-way Kronecker delta of side ``size`` (ones on the main diagonal), read-only.
+
+    Deltas up to 4 MiB are cached: the VJP of ``np.diagonal(a)`` of an n x n ``a`` (a
+    log-determinant from a Cholesky factor) would otherwise build one in every sweep.
+    """
+    if size**ndim * np.dtype(dtype).itemsize <= 1 << 22:
+        return _cached_delta(size, ndim, dtype)
+    return _build_delta(size, ndim, dtype)
+
+
+def _build_delta(size: int, ndim: int, dtype: Any) -> np.ndarray:
     d = np.zeros((size,) * ndim, dtype=dtype)
     d[(np.arange(size),) * ndim] = 1
+    d.flags.writeable = False
     return d
+
+
+_cached_delta = functools.lru_cache(maxsize=32)(_build_delta)
 
 
 @functools.lru_cache(maxsize=1024)
