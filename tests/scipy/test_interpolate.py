@@ -8,6 +8,9 @@ checks a batch of cotangents against single VJPs); closed forms for the Hessian
 in the query points.
 """
 
+import sys
+import warnings
+
 import numpy as np
 import pytest
 import scipy.interpolate
@@ -559,6 +562,7 @@ def test_interpolant_built_outside_called_at_traced_points_and_keywords():
     check_grads(lambda v: scipy.interpolate.pchip_interpolate(X, v, Q_INSIDE, der=1), [Y], order=1)
 
 
+@pytest.mark.filterwarnings("ignore:`lagrange` is deprecated:DeprecationWarning")  # SciPy >= 1.18
 def test_lagrange_keeps_the_derivative_of_zero_values():
     # sin(0) == 0: np.poly1d(w[0]) trims that traced zero by value, so SciPy's own code
     # run on tracers silently dropped the derivative in w[0].
@@ -569,6 +573,34 @@ def test_lagrange_keeps_the_derivative_of_zero_values():
     check_grads(lambda w: scipy.interpolate.lagrange(X, w * w)(Q), [y])
     value = tg.vjp(lambda w: scipy.interpolate.lagrange(X, w).deriv()(Q), y)[0]
     np.testing.assert_allclose(value, scipy.interpolate.lagrange(X, y).deriv()(Q), rtol=1e-12)
+
+
+def test_lagrange_warns_once_as_scipy_does():
+    # The rule runs SciPy's lagrange once per column of its map: the caller sees SciPy's own
+    # warnings of the one call (SciPy 1.18's deprecation; none on 1.17), once, at its own line.
+    def messages(records):
+        return [(w.category, str(w.message)) for w in records]
+
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        scipy.interpolate.lagrange(X, Y)
+    with warnings.catch_warnings(record=True) as traced:
+        warnings.simplefilter("always")
+        tg.grad(lambda w: np.sum(scipy.interpolate.lagrange(X, w)(Q)))(Y)
+    assert messages(traced) == messages(plain)
+    if sys.version_info >= (3, 12):
+        assert all(w.filename == __file__ for w in traced)
+
+
+def test_interp1d_linear_values_are_scipys_to_the_last_bit():
+    # SciPy's own arithmetic (np.interp for 1-D data, its _call_linear otherwise, whose formula
+    # SciPy 1.18 changed), also with traced abscissae.
+    q = np.random.default_rng(5).uniform(0.0, 3.0, 50)
+    for y in (Y, np.stack([Y, np.cos(X), Y**2])):
+        f = lambda v: interp1d(X, v)(q)
+        assert np.array_equal(tg.vjp(f, y)[0], f(y))
+        g = lambda x: interp1d(x, y)(q)
+        assert np.array_equal(tg.vjp(g, X)[0], g(X))
 
 
 def test_barycentric_interpolation_still_traces_through_numpy():
@@ -807,3 +839,50 @@ def test_nan_query_points_do_not_poison_gradients():
     np.testing.assert_allclose(g, tg.grad(lambda v: np.sum(CubicSpline(X, v)(q[[0, 2]])))(Y), rtol=1e-12)
     g = tg.grad(lambda p: np.nansum(make_interp_spline(X, Y)(p)))(q)
     assert g[1] == 0 and np.all(np.isfinite(g))
+
+
+def test_traced_arrays_assigned_to_a_built_interpolant():
+    # spline.c = traced (and .x, .t): stored where the running SciPy keeps the arrays (SciPy 1.17:
+    # the instance's _c/_x/_t; SciPy 1.18: its back end), so evaluation sees them.
+    def scaled_ppoly(s):
+        spline = CubicSpline(X, Y)
+        spline.c = spline.c * s[0]
+        return spline(Q_FD)
+
+    np.testing.assert_allclose(tg.jacobian(scaled_ppoly)(np.array([1.3]))[:, 0], CubicSpline(X, Y)(Q_FD), rtol=1e-12)
+    check_grads(scaled_ppoly, [np.array([1.3])])
+
+    def shifted_breakpoints(d):
+        spline = PPoly(CubicSpline(X, Y).c, X)
+        spline.x = X + d[0]
+        return spline(Q_FD)
+
+    # p(q - d): its derivative in d is -p'(q - d)
+    np.testing.assert_allclose(tg.jacobian(shifted_breakpoints)(np.array([0.1]))[:, 0],
+                               -PPoly(CubicSpline(X, Y).c, X + 0.1)(Q_FD, nu=1), rtol=1e-10)
+
+    def scaled_bspline(s):
+        spline = make_interp_spline(X, Y)
+        spline.c = spline.c * s[0]
+        return spline(Q_FD)
+
+    np.testing.assert_allclose(tg.jacobian(scaled_bspline)(np.array([0.7]))[:, 0], make_interp_spline(X, Y)(Q_FD),
+                               rtol=1e-12)
+
+    def knots(t):
+        spline = make_interp_spline(X, Y)
+        spline.t = t
+        return spline(Q_INSIDE)
+
+    check_grads(knots, [make_interp_spline(X, Y).t], order=1)
+
+
+def test_bernstein_polynomial_integral_at_traced_limits():
+    bp = scipy.interpolate.BPoly(rng.standard_normal((4, 2)), [0.0, 1.2, 3.0])
+    f = lambda ab: bp.integrate(ab[0], ab[1])
+    ab = np.array([0.2, 2.5])
+    assert tg.vjp(f, ab)[0] == pytest.approx(f(ab), rel=1e-12)
+    np.testing.assert_allclose(tg.grad(f)(ab), [-bp(0.2), bp(2.5)], rtol=1e-12)
+    check_grads(f, [ab])
+    with pytest.raises(NonDifferentiableArgumentError, match="periodic"):
+        tg.grad(lambda ab: bp.integrate(ab[0], ab[1], extrapolate="periodic"))(ab)

@@ -61,9 +61,14 @@ data of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses); a
 
 from __future__ import annotations
 
+import inspect
+import os
+import sys
+import warnings
 from typing import Any, Callable, Optional
 
 import numpy as np
+import scipy
 from scipy import special
 from scipy.linalg import solve_banded
 from scipy.sparse.linalg import splu
@@ -469,6 +474,30 @@ def _ppoly_integrate(self, a, b, extrapolate=None):
         part = _primitive_at(anti, x, np.array([a, xe, xs, xs + left + a - xe]), False)
         total = total + (part[1] - part[0]) + (part[3] - part[2])
     return sign * total
+
+
+def _bpoly_integrate(self, a, b, extrapolate=None):
+    # SciPy's BPoly.integrate: the difference of its (plain) antiderivative at the limits,
+    # here at traced limits (the antiderivative's calls come back through the door).
+    if _traced(_get(self, "c")) or _traced(_get(self, "x")):
+        _require_ppoly(self, "integrate")
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    if extrapolate == "periodic":
+        a, b = _plain(f"{type(self).__name__}.integrate", "a and b", (a, b), "periodic integration limits")
+        return self.integrate(a, b, extrapolate)  # plain: SciPy's own
+    antiderivative = self.antiderivative()
+    antiderivative.extrapolate = extrapolate
+    return antiderivative(b) - antiderivative(a)
+
+
+def _array_setter(name: str):
+    """``spline.c = value`` (or ``.x``, ``.t``) with a traced value: stored where SciPy keeps the array."""
+
+    def impl(self, value):
+        _put(self, name, value if type(value) is Tracer else np.asarray(value))
+
+    return impl
 
 
 def _ppoly_unsupported(method: str, why: str):
@@ -1180,6 +1209,12 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
             self._fill_value_below = edge
 
 
+#: SciPy's arithmetic for interp1d's linear kind (np.interp aside), so that values are SciPy's to
+#: the last bit: ``slope * (x - x_lo) + y_lo`` up to SciPy 1.17, the two weights
+#: ``(x - x_lo) / h * y_hi + (x_hi - x) / h * y_lo`` from SciPy 1.18 (read off its code).
+_LINEAR_TWO_WEIGHTS = "slope" not in interp1d._call_linear.__code__.co_varnames
+
+
 def _interp1d_bounds(self, xv: np.ndarray, plain: np.ndarray) -> tuple:
     """SciPy's ``interp1d._check_bounds`` (its messages) on the plain abscissae."""
     below, above = plain < xv[0], plain > xv[-1]
@@ -1204,8 +1239,12 @@ def _interp1d_evaluate(self, x_new):
         hi = np.clip(np.searchsorted(xv, plain), 1, n - 1)
         lo = hi - 1
         x_lo, x_hi = self.x[lo], self.x[hi]
-        slope = (y[hi] - y[lo]) / (x_hi - x_lo)[:, None]
-        out = slope * (flat - x_lo)[:, None] + y[lo]
+        if _LINEAR_TWO_WEIGHTS and self._call is not interp1d._call_linear_np:
+            span = x_hi - x_lo
+            out = ((flat - x_lo) / span)[:, None] * y[hi] + ((x_hi - flat) / span)[:, None] * y[lo]
+        else:
+            slope = (y[hi] - y[lo]) / (x_hi - x_lo)[:, None]
+            out = slope * (flat - x_lo)[:, None] + y[lo]
     elif kind in ("nearest", "nearest-up"):
         out = y[np.clip(np.searchsorted(self.x_bds, plain, side=self._side), 0, n - 1)]
     elif kind in ("previous", "next"):
@@ -1388,10 +1427,36 @@ def _interpn(points, values, xi, method="linear", bounds_error=True, fill_value=
 
 
 # ----------------------------------------------------------------- Lagrange polynomial
-def _lagrange_coefficients(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """SciPy's coefficients of ``lagrange(x, w)``, zero-padded in front to ``len(x)``."""
-    coefficients = lagrange(x, w).coeffs
+def _lagrange_coefficients(x: np.ndarray, w: np.ndarray, caught: Optional[list] = None) -> np.ndarray:
+    """SciPy's coefficients of ``lagrange(x, w)``, zero-padded in front to ``len(x)``.
+
+    SciPy's warnings (SciPy 1.18 deprecates ``lagrange``) are collected in ``caught``
+    rather than shown: the rule runs SciPy's ``lagrange`` many times for one call.
+    """
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        coefficients = lagrange(x, w).coeffs
+    if caught is not None:
+        caught.extend(seen)
     return np.concatenate([np.zeros(len(x) - len(coefficients), dtype=coefficients.dtype), coefficients])
+
+
+#: SciPy's files and tapegrad's, skipped to find the line of the caller's own call.
+_SKIPPED_FILES = (os.path.dirname(scipy.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _warn_as_scipy(caught: list) -> None:
+    """SciPy's own warnings of the call a rule stands for, once each, at the caller's line."""
+    seen = set()
+    for w in caught:
+        key = (w.category, str(w.message))
+        if key in seen:
+            continue
+        seen.add(key)
+        if sys.version_info >= (3, 12):
+            warnings.warn(str(w.message), w.category, skip_file_prefixes=_SKIPPED_FILES)
+        else:
+            warnings.warn(str(w.message), w.category, stacklevel=2)
 
 
 def _lagrange(x, w):
@@ -1405,8 +1470,10 @@ def _lagrange(x, w):
         return np.stack([_lagrange_coefficients(x, basis[:, i]) for i in range(basis.shape[1])], axis=-1)
 
     w0 = _float(w)
-    coefficients = linear_coefficients_p(w0, _LinearMap(_lagrange_coefficients(x, np.asarray(strip(w0))), build, n,
-                                                        False))
+    caught: list = []
+    plain = _lagrange_coefficients(x, np.asarray(strip(w0)), caught)
+    _warn_as_scipy(caught)
+    coefficients = linear_coefficients_p(w0, _LinearMap(plain, build, n, False))
     out = np.poly1d.__new__(np.poly1d)  # without __init__'s trimming, which would drop derivatives
     out.__dict__.update(coeffs=coefficients, _variable="x")
     return out
@@ -1496,12 +1563,20 @@ for _method, _why in (
 ):
     defcomposite(intercepted(getattr(PPoly, _method), inspect_self=True), _ppoly_unsupported(_method, _why),
                  note=_REFUSED + _why)
+defcomposite(intercepted(BPoly.integrate, inspect_self=True), _bpoly_integrate,
+             note="at traced limits (plain coefficients)")
 for _f in _once(PPoly.extend, BPoly.extend):
     defcomposite(
         intercepted(_f, inspect_self=True),
         _ppoly_unsupported("extend", "extending a traced piecewise polynomial in place is not supported"),
         note=_REFUSED + "extending a traced piecewise polynomial in place",
     )
+
+# The arrays' setters (spline.c = ...): properties of PPoly/BPoly/BSpline in SciPy 1.17 and 1.18 alike.
+_ARRAYS = ((PPoly, "c"), (PPoly, "x"), (BPoly, "c"), (BPoly, "x"), (BSpline, "c"), (BSpline, "t"))
+for _f in _once(*(getattr(inspect.getattr_static(cls, name, None), "fset", None) for cls, name in _ARRAYS)):
+    if _f is not None:
+        defcomposite(intercepted(_f), _array_setter(_f.__name__), note="stores the traced array where SciPy keeps it")
 
 defcomposite(intercepted(BSpline.__init__), _bspline_init, note=_NOTE)
 defcomposite(intercepted(BSpline.__call__, inspect_self=True), _bspline_call, note=_NOTE)
