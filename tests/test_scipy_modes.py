@@ -31,15 +31,7 @@ ACCEPTED = ("pass", "pass1", "clear")
 # Wrong numbers found and not yet mended, documented in README and docs/scipy-sklearn.md:
 # (case, "default" or "array-api") -> (the wrong derivative's detail, why).  Such a case may
 # give exactly that wrong number, nothing else; a fix makes it pass and the entry goes.
-KNOWN_WRONG = {
-    ("signal:sosfilt_zi", "array-api"): (
-        "order 1, argument 0:",
-        "SciPy's array-API lfilter_zi (1.17.0, 1.18) divides b and a by a[0] only `if a[0] != 1`; "
-        "at a[0] == 1, as in every SOS filter SciPy designs, that branch is not on the tape and "
-        "the derivative in a[0] is lost (SciPy 1.17.1 converts the tracer instead: a clear "
-        "error). Needs a rule for lfilter_zi.",
-    ),
-}
+KNOWN_WRONG: dict = {}
 
 
 def _check(status, detail, name=None, mode=None):
