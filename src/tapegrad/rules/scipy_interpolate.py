@@ -32,13 +32,21 @@ Construction with traced values
       data and breakpoints (branches chosen on the plain values, as SciPy does);
     * ``PPoly(c, x)``, ``BSpline(t, c, k)``: the traced ``c``, ``x``, ``t`` themselves.
 
-    Traced breakpoints and knots are kept in the instance next to SciPy's plain
-    ``_x``/``_t`` (which SciPy's own code keeps reading).
+    The traced coefficients, breakpoints and knots are stored where SciPy keeps the
+    arrays, so ``spline.c``/``.x``/``.t`` read them back traced: SciPy 1.17 keeps
+    them in the instance (``_c``, ``_x``, ``_t``), SciPy 1.18 in a NumPy back end,
+    the instance's ``_delegate_to`` (``c``, ``x``, ``t``), behind front-end
+    properties.  Each instance is asked which it has; an instance with neither gets
+    a clear error.  A traced array assigned later (``spline.c = ...``, the
+    properties' setters) is stored the same way.
 
 Evaluation (methods intercepted with ``inspect_self``)
     ``PPoly`` (and every subclass) ``__call__``/``derivative``/``antiderivative``/
     ``integrate``, ``BSpline.__call__``/``derivative``/``antiderivative``/
-    ``integrate``, FITPACK's ``splev`` (so ``UnivariateSpline.__call__``),
+    ``integrate``, ``BPoly.__call__`` and ``BPoly.integrate`` (plain coefficients,
+    traced points or limits: SciPy 1.17's ``PPoly`` and ``BPoly`` share
+    ``_PPolyBase.__call__``, SciPy 1.18's front ends have their own, each is
+    intercepted), FITPACK's ``splev`` (so ``UnivariateSpline.__call__``),
     ``interp1d`` (its ``_evaluate``) and ``RegularGridInterpolator.__call__`` are
     written with NumPy: the interval of each query point is found on plain values
     (``searchsorted``: piecewise constant), the polynomial piece (Horner's rule) or
@@ -57,6 +65,11 @@ data of FITPACK's smoothing splines (``UnivariateSpline`` and its subclasses); a
 ``make_smoothing_spline`` whose ``lam`` is chosen from the data; a traced
 ``fill_value``; ``interpn(method="splinef2d")``.  Periodic data must have
 ``y[0] == y[-1]``; the gradient is shared equally between the two.
+
+Values follow the running SciPy's arithmetic: ``interp1d``'s linear kind uses the
+formula of SciPy's own ``_call_linear`` (SciPy 1.18 changed it), and ``lagrange``,
+which the rule runs once per column of its map, gives SciPy's warnings of the one
+call (SciPy 1.18's deprecation) once, at the caller's line.
 """
 
 from __future__ import annotations
