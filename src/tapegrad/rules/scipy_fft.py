@@ -192,7 +192,8 @@ def _r2r_transpose(g, kind, type, n, axis, norm, ortho):
     """The transpose of one 1-D ``kind`` transform of length ``n`` along ``axis``, applied to ``g``.
 
     The call is ``scale * o_out * Core(o_in * x)`` with ``Core`` SciPy's unnormalised
-    transform of type ``t`` (the type pocketfft runs: ``idct`` type 2 runs type 3);
+    transform of type ``t`` (the type SciPy's compiled FFT runs, pocketfft up to SciPy 1.17 and
+    duccfft from 1.18, the same Python layer: ``idct`` type 2 runs type 3);
     its transpose is ``scale * o_in * Core^T(o_out * g)``, and ``Core^T`` is
     ``post * Core'(pre * v)`` for another core ``Core'`` (see the module docstring).
     """
@@ -200,7 +201,7 @@ def _r2r_transpose(g, kind, type, n, axis, norm, ortho):
     inverse = kind.startswith("i")
     t = _INVERSE_TYPE[type] if inverse else type
     dtype = _real_dtype(g)
-    # pocketfft's logical length, which sets the normalisation.
+    # The compiled FFT's logical length (pocketfft's, duccfft's), which sets the normalisation.
     if t == 1:
         logical = 2 * (n - 1) if base == "dct" else 2 * (n + 1)
     else:
@@ -249,7 +250,7 @@ def _r2r_transpose(g, kind, type, n, axis, norm, ortho):
 
 def _r2r_vjp(g, ans, x, kind, type, s, axes, norm, orthogonalize, one_d, workers=None):
     # SciPy transforms a complex input's real and imaginary parts without passing
-    # orthogonalize on: pocketfft then orthogonalizes exactly when norm="ortho".
+    # orthogonalize on: pocketfft (duccfft from SciPy 1.18) then orthogonalizes exactly when norm="ortho".
     if np.iscomplexobj(x) or orthogonalize is None:
         ortho = norm == "ortho"
     else:
