@@ -886,3 +886,19 @@ def test_bernstein_polynomial_integral_at_traced_limits():
     check_grads(f, [ab])
     with pytest.raises(NonDifferentiableArgumentError, match="periodic"):
         tg.grad(lambda ab: bp.integrate(ab[0], ab[1], extrapolate="periodic"))(ab)
+
+
+def test_the_arrays_are_found_where_the_running_scipy_keeps_them():
+    from tapegrad.rules.scipy_interpolate import _get
+
+    for obj, names in ((CubicSpline(X, Y), "cx"), (make_interp_spline(X, Y), "ct")):
+        delegate = obj.__dict__.get("_delegate_to")  # SciPy 1.18's back end; SciPy 1.17 has none
+        for name in names:
+            expected = getattr(delegate, name) if delegate is not None else getattr(obj, "_" + name)
+            assert _get(obj, name) is expected
+
+    class Unknown:  # a layout neither SciPy 1.17's nor 1.18's: a clear error, not plain values
+        c = np.ones((4, 1))
+
+    with pytest.raises(UnsupportedFunctionError, match="layout tapegrad does not know"):
+        _get(Unknown(), "c")
