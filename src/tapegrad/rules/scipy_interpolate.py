@@ -419,7 +419,8 @@ def _require_ppoly(self: Any, method: str) -> None:
 
 def _new_like(self: Any, c: Any, extrapolate: Any) -> Any:
     """A new instance of ``self``'s class holding ``c`` (SciPy's ``construct_fast``)."""
-    out = type(self).construct_fast(np.asarray(strip_all(c)), np.asarray(strip(_breakpoints(self))), extrapolate, self.axis)
+    plain_x = np.asarray(strip(_breakpoints(self)))
+    out = type(self).construct_fast(np.asarray(strip_all(c)), plain_x, extrapolate, self.axis)
     if _traced(c):
         _put(out, "c", c)
     _keep_breakpoints(out, _breakpoints(self))
