@@ -306,6 +306,8 @@ def run_problem(name: str, libs: List[str], opts: argparse.Namespace) -> dict:
                 row[kind] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"}
                 continue
             row[kind] = {"first_call_s": first, "samples": []}
+            if kind == "forward":
+                row["loss"] = float(_as_array(value))
             if kind == "gradient":
                 g = _as_array(value)
                 row["gradient_value"] = g.tolist()
@@ -344,7 +346,7 @@ def run_problem(name: str, libs: List[str], opts: argparse.Namespace) -> dict:
                 ratios = [statistics.median(ref_samples) / statistics.median(s)]
             r["tapegrad_over_peer"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
                                        "against": reference["label"]}
-    return {"problem": name, "fd_gradient": fd.tolist(), "rows": rows, "missing": missing,
+    return {"problem": name, "fd_gradient": fd.tolist(), "fd_loss": float(p.loss(p.theta, p.ref_method, 1e-12, 1e-14)), "rows": rows, "missing": missing,
             "load_average_after": [round(v, 2) for v in os.getloadavg()]}
 
 
@@ -374,9 +376,10 @@ def format_report(report: dict) -> str:
              f"atol={report['atol']}, {report['rounds']} rounds, threads={report['threads'] or 'default'}",
              "# " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()), ""]
     for pr in report["problems"]:
-        lines += [f"## {pr['problem']} (finite-difference gradient {np.array2string(np.array(pr['fd_gradient']), precision=6)})",
-                  "", "| library, API | forward loss | gradient | gradient / forward | tapegrad / peer (gradient) "
-                  "| rel. diff. to FD | rel. diff. to tapegrad |", "|---|---|---|---|---|---|---|"]
+        lines += [f"## {pr['problem']}: loss {pr['fd_loss']:.10g} and finite-difference gradient "
+                  f"{np.array2string(np.array(pr['fd_gradient']), precision=6)} at rtol 1e-12, atol 1e-14",
+                  "", "| library, API | loss | forward loss | gradient | gradient / forward | tapegrad / peer (gradient) "
+                  "| rel. diff. to FD | rel. diff. to tapegrad |", "|---|---|---|---|---|---|---|---|"]
         for r in pr["rows"]:
             ratio = r.get("tapegrad_over_peer")
             rtext = f"{ratio['median']:.3g} ({ratio['min']:.3g}-{ratio['max']:.3g})" if ratio else "-"
@@ -385,10 +388,11 @@ def format_report(report: dict) -> str:
             fd = f"{r['rel_diff_fd']:.1e}" if "rel_diff_fd" in r and r.get("finite") else "-"
             tgd = f"{r['rel_diff_tapegrad']:.1e}" if "rel_diff_tapegrad" in r and r.get("finite") else "-"
             gf = f"{r['grad_over_forward']:.3g}" if "grad_over_forward" in r else "-"
-            lines.append(f"| {r['label']} | {_cell(r.get('forward', {}))} | {_cell(r.get('gradient', {}))} | {gf} "
+            loss = f"{r['loss']:.10g}" if "loss" in r else "-"
+            lines.append(f"| {r['label']} | {loss} | {_cell(r.get('forward', {}))} | {_cell(r.get('gradient', {}))} | {gf} "
                          f"| {rtext} | {fd} | {tgd} |")
         for lib, why in pr["missing"].items():
-            lines.append(f"| {lib} | {why} | | | | | |")
+            lines.append(f"| {lib} | {why} | | | | | | |")
         lines += ["", f"load average after: {pr['load_average_after'][0]}", ""]
     return "\n".join(lines)
 
