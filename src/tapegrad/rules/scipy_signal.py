@@ -18,11 +18,13 @@ on the reversed cotangent):
 Every one of these is again ``lfilter`` (or sums of products), so the second
 derivative is recorded like the first.  The final state ``zf`` is read from the
 filter's response to ``K`` extra zero samples: ``zf[m] = sum_{j<=m} a[j] y[N + m - j]``.
-``lfilter_zi``, ``filtfilt`` (``method='pad'``), ``sosfilt``, ``sosfilt_zi`` and
+``filtfilt`` (``method='pad'``), ``sosfilt``, ``sosfilt_zi`` and
 ``sosfiltfilt`` are composites that mirror SciPy's Python code on top of it
 (``sosfilt`` is the cascade of its sections' ``lfilter`` calls, so its values
 agree with SciPy's to rounding, not bit for bit); ``decimate`` with an IIR
-filter then runs SciPy's own code unchanged.
+filter then runs SciPy's own code unchanged.  ``lfilter_zi`` keeps SciPy's value
+(SciPy 1.18 computes it differently from 1.17) with the derivatives of its closed
+form ``zi[k] = sum_{j>k} (b[j] - y_inf a[j])``, ``y_inf = sum(b) / sum(a)``.
 
 Convolutions
 ------------
