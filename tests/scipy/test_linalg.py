@@ -122,6 +122,13 @@ def test_cho_factor_and_cho_solve(lower):
     g = tg.grad(lambda a: np.sum(f(a, b) ** 2))(S)
     g_ref = tg.grad(lambda a: np.sum(sl.solve(a, b, assume_a="pos", lower=lower) ** 2))(S)
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-12)
+    # A batch: cho_factor returns one `lower` flag per matrix.
+    stack = np.stack([S, _spd(3)])
+    check_grads(lambda a: sl.cho_factor(a, lower=lower)[0], (stack + 0.2 * _u(2, 3, 3),), order=1)
+    check_grads(f, (stack, np.stack([B, B[::-1]])))
+    mixed = np.array([lower, not lower])
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="lower"):
+        tg.grad(lambda c: np.sum(sl.cho_solve((c, mixed), np.stack([B, B]))))(sl.cho_factor(stack, lower=lower)[0])
 
 
 def test_lu_factor_and_lu_solve():

@@ -387,6 +387,11 @@ _scipy_rule(sl.cho_factor, _cho_factor_vjp, note="c's other triangle is a copy o
 
 def _cho_parts(c_and_lower, b):
     c, lower = c_and_lower
+    # cho_factor of a batch returns one flag per matrix (SciPy 1.18: an array even for one matrix).
+    flags = np.unique(np.asarray(strip(lower), dtype=bool))
+    if flags.size > 1:
+        raise _refuse("cho_solve", "a batch of factors whose `lower` flags differ (call it once per flag).")
+    lower = bool(flags[0]) if flags.size else False
     n = np.shape(c)[-1]
     read = np.tri(n, dtype=_real_dtype(c))
     factor = c * (read if lower else read.T)
