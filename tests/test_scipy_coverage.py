@@ -3,6 +3,7 @@
 import pathlib
 import re
 
+import numpy as np
 import pytest
 import scipy
 
@@ -46,3 +47,22 @@ def test_statuses_agree_with_the_rule_table(rows):
         name = scipy_coverage.function_name(fun)
         if name in listed:
             assert listed[name] == expected, name
+
+
+def smoothed_energy(u):
+    """A user function calling SciPy through the door (for ``tapegrad check``)."""
+    import scipy.ndimage
+    import scipy.stats
+
+    return np.sum(scipy.ndimage.gaussian_filter(u, 1.0) ** 2) - np.sum(scipy.stats.norm.logpdf(u, 0.5, 2.0))
+
+
+def test_check_lists_scipy_calls_with_their_rules():
+    from tapegrad import check
+
+    report = check.check_function(smoothed_energy, [np.linspace(0.0, 1.0, 7)])
+    calls = {c.name: c for c in report.calls}
+    assert calls["scipy.ndimage.gaussian_filter"].kind == "composite"
+    assert calls["scipy.stats.rv_continuous.logpdf"].count == 1
+    assert report.ok, report.error
+    assert "NumPy and SciPy functions called" in check.format_report(report)
