@@ -311,7 +311,7 @@ class Jax(Adapter):
 class Torch(Adapter):
     name = "torch"
     apis = {
-        "grad": ["autograd.grad"],
+        "grad": ["autograd.grad", "func.grad"],
         "jacobian": ["func.jacrev", "functional.jacobian(vectorize=True)"],
         "hessian": ["func.hessian", "functional.hessian(vectorize=True)"],
         "hvp": ["autograd.grad(create_graph=True)", "func.jvp(func.grad)"],
@@ -361,6 +361,12 @@ class Torch(Adapter):
         first, _, rest, _ = _split(args, self._conv)
         fun = functools.partial(w.fun, xp=self.xp)
         return (lambda: transform(lambda x: fun(x, *rest), first, vectorize=True)), self._to_np
+
+    def api_func_grad(self, w, args):
+        # torch.func's transform: argnums=0 differentiates the first argument, a tensor or a list of them.
+        first, _, rest, _ = _split(args, self._conv)
+        grad = self.torch.func.grad(functools.partial(w.fun, xp=self.xp))
+        return (lambda: grad(first, *rest)), self._to_np
 
     def api_func_jacrev(self, w, args):
         return self._func(self.torch.func.jacrev, w, args)
