@@ -111,6 +111,7 @@ from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError, UnsupportedFunctionError
 from ..registry import defcomposite, defvjp, intercepted
 from ..tracer import Tracer, strip
+from ._scipy_util import reaches_source as _reaches_source
 
 __all__: list = []
 
@@ -119,23 +120,6 @@ def _traced(value: Any) -> bool:
     return type(value) is Tracer or has_tracer(value)
 
 
-def _reaches_source(value: Any) -> bool:
-    """Whether a tracer in ``value`` (lists, tuples, dicts too) depends on a watched input.
-
-    Array-API code makes constant tracers (``xp.asarray([0.0, 1.0])``): those carry
-    no derivative and are used as plain values.
-    """
-    if type(value) is Tracer:
-        while type(value) is Tracer:
-            if value._tape.reaches_source(value._index):
-                return True
-            value = value._value
-        return False
-    if isinstance(value, (list, tuple)):
-        return any(_reaches_source(v) for v in value)
-    if isinstance(value, dict):
-        return any(_reaches_source(v) for v in value.values())
-    return False
 
 
 def _plain(function: str, name: str, value: Any, why: str = "") -> Any:

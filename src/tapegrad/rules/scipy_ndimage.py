@@ -74,6 +74,7 @@ from ..dispatch import primitive, strip
 from ..errors import GradientDroppedError, NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
 from ..tracer import Tracer
+from ._scipy_util import as_array as _as_array, has_tracer as _is_traced
 
 # SciPy's own functions, bound once: the rules call them on plain arrays.
 _sp_correlate1d = _nd.correlate1d
@@ -82,21 +83,8 @@ _sp_uniform_filter1d = _nd.uniform_filter1d
 
 
 # ------------------------------------------------------------------ argument checks
-def _is_traced(value: Any) -> bool:
-    if type(value) is Tracer:
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_is_traced(v) for v in value)
-    return False
 
 
-def _as_array(value: Any) -> Any:
-    """A tracer as it is; anything else as an ndarray (lists of tracers are stacked)."""
-    if type(value) is Tracer:
-        return value
-    if isinstance(value, (list, tuple)) and _is_traced(value):
-        return np.stack([_as_array(v) for v in value])
-    return np.asarray(value)
 
 
 def _constant(name: str, arg: str, value: Any) -> Any:

@@ -72,6 +72,7 @@ from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
 from ..tracer import Tracer
+from ._scipy_util import as_array as _as_array, has_tracer as _traced
 
 _sp_lfilter = _sig.lfilter
 _sp_convolve = _sig.convolve
@@ -81,20 +82,8 @@ _sp_lfilter_zi = _sig.lfilter_zi
 _sp_sosfilt_zi = _sig.sosfilt_zi
 
 
-def _traced(value: Any) -> bool:
-    if type(value) is Tracer:
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_traced(v) for v in value)
-    return False
 
 
-def _as_array(value: Any) -> Any:
-    if type(value) is Tracer:
-        return value
-    if isinstance(value, (list, tuple)) and _traced(value):
-        return np.stack([_as_array(v) for v in value])
-    return np.asarray(value)
 
 
 def _constant(name: str, arg: str, value: Any) -> Any:
