@@ -211,7 +211,7 @@ def statuses(text: str) -> Dict[str, str]:
     return out
 
 
-def _table(rows_: Sequence[Row]) -> List[str]:
+def markdown_table(rows_: Sequence[Row]) -> List[str]:
     lines = ["| function | status | note |", "|---|---|---|"]
     for r in rows_:
         names = ", ".join(f"`{n}`" for n in r.names)
@@ -246,7 +246,7 @@ def _special_section() -> List[str]:
         f"- constant: {constant}",
         f"- not supported: {unsupported}",
         "",
-        *_table(rows_),
+        *markdown_table(rows_),
         "",
     ]
 
@@ -290,11 +290,11 @@ def render(rows_: Optional[Sequence[Row]] = None) -> str:
         "",
         "## Functions",
         "",
-        *_table(rows_),
+        *markdown_table(rows_),
         "",
         "## Ufunc methods",
         "",
-        *_table(_method_rows()),
+        *markdown_table(_method_rows()),
         "",
         *_special_section(),
         "## Conversions NumPy does not dispatch",
@@ -312,15 +312,22 @@ def render(rows_: Optional[Sequence[Row]] = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Write ``docs/coverage.md`` (or the path given) and print the totals."""
+def write_page(text: str, page: str, argv: Optional[Sequence[str]], usage: str) -> int:
+    """Write a generated page to ``docs/<page>`` (or the one path in ``argv``) and print its totals."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
-    text = render()
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        print(usage)
+        return 0 if argv[0] in ("-h", "--help") else 2
+    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / "docs" / page
     target.write_text(text)
-    totals = text.split("## Totals", 1)[1].split("## Functions", 1)[0].strip()
+    totals = text.split("## Totals", 1)[1].split("\n## ", 1)[0].strip()
     print(f"wrote {target}\n{totals}")
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Write ``docs/coverage.md`` (or the path given) and print the totals."""
+    return write_page(render(), "coverage.md", argv, "usage: python -m tapegrad.coverage [PATH]")
 
 
 if __name__ == "__main__":

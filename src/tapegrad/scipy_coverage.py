@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .coverage import Row, markdown_table, write_page
 from .names import function_name
 
 __all__ = ["MODULES", "module_rows", "render", "main", "function_name"]
@@ -148,23 +148,15 @@ def render(rows: Optional[Dict[str, List[Tuple[List[str], str, str]]]] = None) -
         none = sum(1 for r in module_rows_ if r[1] == "no rule")
         lines.append(f"| `{module_name}` | {len(module_rows_)} | {diff} | {const} | {none} |")
     for module_name, module_rows_ in rows.items():
-        lines += ["", f"## `{module_name}`", "", "| function | status | note |", "|---|---|---|"]
-        for names, status, note in module_rows_:
-            shown = ", ".join(f"`{n}`" for n in names)
-            lines.append(f"| {shown} | {status} | {note.replace('|', '/')} |")
+        lines += ["", f"## `{module_name}`", ""]
+        lines += markdown_table([Row(names, status, note) for names, status, note in module_rows_])
     lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Write ``docs/scipy-coverage.md`` (or the path given) and print the totals."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / "docs" / "scipy-coverage.md"
-    text = render()
-    target.write_text(text)
-    totals = text.split("## Totals", 1)[1].split("\n## ", 1)[0].strip()
-    print(f"wrote {target}\n{totals}")
-    return 0
+    return write_page(render(), "scipy-coverage.md", argv, "usage: python -m tapegrad.scipy_coverage [PATH]")
 
 
 if __name__ == "__main__":
