@@ -40,6 +40,21 @@ def has_tracer(obj: Any) -> bool:
     return False
 
 
+def _plain_keyword(value: Any) -> Any:
+    """A traced keyword-only argument as a plain value where no derivative is lost.
+
+    A boolean or integer tracer (``np.mean(a, where=mask)``, a mask array-API code
+    computed) carries no derivative, nor does a tape constant (one that depends on no
+    watched value at any level); anything else stays a tracer and is refused.
+    """
+    if type(value) is Tracer:
+        if value.dtype.kind in "biu":
+            return strip(value)
+        constant = value._constant()
+        return value if constant is None else constant
+    return value
+
+
 def kwargs_to_positional(rule: Any, args: tuple, kwargs: dict) -> tuple:
     """Move keyword arguments that hold tracers into positional slots.
 
@@ -56,6 +71,13 @@ def kwargs_to_positional(rule: Any, args: tuple, kwargs: dict) -> tuple:
             f"{rule.name} received a traced keyword argument that tapegrad cannot place: "
             f"pass it positionally. ({exc})"
         ) from None
+    values = bound.arguments
+    if any(type(v) is Tracer and v.dtype.kind in "fc" for v in values.values()):
+        # A boolean or integer tracer next to a traced float (np.sum(a, where=mask)) carries
+        # no derivative: its plain value loses nothing, and the slot needs no rule.
+        for name, v in values.items():
+            if type(v) is Tracer and v.dtype.kind in "biu":
+                values[name] = strip(v)
     positional = []
     rest = {}
     params = list(sig.parameters.values())
@@ -83,6 +105,8 @@ def kwargs_to_positional(rule: Any, args: tuple, kwargs: dict) -> tuple:
         elif i <= last and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             positional.append(value)
         else:
+            if has_tracer(value):
+                value = _plain_keyword(value)
             if has_tracer(value):
                 raise NonDifferentiableArgumentError(
                     f"{rule.name}: keyword-only argument {p.name!r} holds a traced value and has no derivative rule"

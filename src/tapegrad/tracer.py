@@ -132,6 +132,35 @@ def as_source_value(value: Any) -> Optional[tuple]:
     return value, value.dtype.kind in "fc"
 
 
+class _FlatIndexer:
+    """``x.flat`` for a tracer: iterate, read ``x.flat[k]`` and write ``x.flat[k] = v``
+    (``K.flat[::n + 1] += alpha``, scikit-learn's kernel ridge), as for an ndarray.
+
+    ``k`` indexes ``x`` in C order whatever its layout: it becomes an index into ``x``
+    itself, so a write lands in ``x`` (and its views) through tapegrad's in-place rules.
+    """
+
+    __slots__ = ("_x",)
+
+    def __init__(self, x: "Tracer") -> None:
+        self._x = x
+
+    def _where(self, key: Any) -> tuple:
+        return np.unravel_index(np.arange(self._x.size)[key], self._x.shape)
+
+    def __iter__(self):
+        return iter(np.ravel(self._x))
+
+    def __len__(self) -> int:
+        return self._x.size
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._x[self._where(key)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._x[self._where(key)] = value
+
+
 def _drop(what: str, instead: str) -> GradientDroppedError:
     return GradientDroppedError(
         f"{what} on a tapegrad tracer would turn it into a plain value and silently drop its "
@@ -339,7 +368,7 @@ class Tracer(NDArrayOperatorsMixin):
 
     @property
     def flat(self) -> Any:
-        return iter(np.ravel(self))
+        return _FlatIndexer(self)
 
     def __repr__(self) -> str:
         return f"Tracer(level={self._tape.level}, value={strip(self)!r})"

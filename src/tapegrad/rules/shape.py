@@ -168,7 +168,9 @@ def _rollaxis(a, axis, start=0):
     start = start + nd if start < 0 else start
     if axis < start:
         start -= 1
-    return np.moveaxis(a, axis, start) if axis != start else np.copy(a)
+    # NumPy returns a view even when no axis moves (Xr = np.rollaxis(X, 0); Xr -= m writes
+    # into X, as scikit-learn's preprocessing.scale does): moveaxis keeps that view.
+    return np.moveaxis(a, axis, start) if nd else np.copy(a)
 
 
 defcomposite(np.rollaxis, _rollaxis)
