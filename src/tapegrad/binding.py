@@ -44,14 +44,11 @@ def _plain_keyword(value: Any) -> Any:
     """A traced keyword-only argument as a plain value where no derivative is lost.
 
     A boolean or integer tracer (``np.mean(a, where=mask)``, a mask array-API code
-    computed) carries no derivative, nor does a tape constant (one that depends on no
-    watched value at any level); anything else stays a tracer and is refused.
+    computed) carries no derivative; anything else (a float, or an ``out=`` array that
+    a write would detach from the tape) stays a tracer and is refused.
     """
-    if type(value) is Tracer:
-        if value.dtype.kind in "biu":
-            return strip(value)
-        constant = value._constant()
-        return value if constant is None else constant
+    if type(value) is Tracer and value.dtype.kind in "biu":
+        return strip(value)
     return value
 
 
