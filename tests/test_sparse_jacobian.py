@@ -449,3 +449,36 @@ def test_long_segment_sums_in_a_hessian_use_numpys_order(monkeypatch):
 
     check(f, RNG.standard_normal(20), hessian=True)
     assert used  # the dense-row path ran
+
+
+def test_fancy_index_keeps_the_dense_sweeps_layout():
+    """``g[:, idx]`` puts the batch axis innermost in memory, and the numbers can depend on it.
+
+    On such an array every NumPy sums over a value axis one term after the other
+    (not pairwise), and NumPy < 2.3's ``matmul`` takes its own loop instead of
+    BLAS.  The sparse batch's dense array has the dense sweep's layout, and its
+    sums are the dense sweep's.
+    """
+    S = sb.SparseCotangent
+    rows = np.repeat(np.arange(4), 12)
+    cols = np.tile(np.arange(12), 4)
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((4, 12)) * 10.0 ** rng.integers(0, 17, (4, 12))).ravel()  # sums that depend on the order
+    g = S((4, 12), rows, cols, data)
+    idx = np.arange(12)[::-1].reshape(3, 4)
+    dense = g.dense()[:, idx]
+    gathered = g[:, idx]
+    assert type(gathered) is S
+    assert gathered.dense().strides == dense.strides  # batch axis innermost, as NumPy's
+    summed = np.sum(gathered, axis=(1, 2))
+    assert np.array_equal(np.asarray(summed), np.sum(dense, axis=(1, 2)))
+    assert np.array_equal(np.asarray(np.sum(gathered, axis=2)), np.sum(dense, axis=2))
+    B = RNG.standard_normal((3, 3))
+    assert np.array_equal(B.T @ gathered, B.T @ dense)
+
+
+def test_hessian_through_a_fancy_index_and_a_matmul():
+    """The dense sweep's cotangent reaches ``B @ a``'s rule batch-last (from ``np.pad``'s edge gather)."""
+    f = lambda a: _B4 @ (np.pad(a, ((1, 0), (0, 2)), mode="edge")[:-1, 2:] * a)  # noqa: E731
+    for seed in (25, 3, 11):
+        check(lambda x: np.sum(f(x) ** 2), np.random.default_rng(seed).random((4, 5)), hessian=True)

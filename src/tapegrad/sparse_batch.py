@@ -27,6 +27,8 @@ index order, reductions that add more than two entries per result go through
 NumPy's own reduction on the dense rows).  Positions not stored are exact
 zeros, also where a factor is ``inf`` or ``NaN``: the "strong zero" of the
 sweep (a zero cotangent contributes zero whatever the partial derivative).
+A batch also records the memory layout the dense sweep's array would have
+(:attr:`SparseCotangent.batch_last`), on which some of NumPy's numbers depend.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
     ``cols`` arrays are shared between batches of the same structure.
     """
 
-    __slots__ = ("shape", "_rows", "_cols", "_data", "_dense", "_keys", "_parts")
+    __slots__ = ("shape", "_rows", "_cols", "_data", "_dense", "_keys", "_parts", "_batch_last")
     __array_priority__ = 20.0
 
     def __init__(self, shape: tuple, rows: np.ndarray, cols: np.ndarray, data: np.ndarray) -> None:
@@ -137,6 +139,9 @@ class SparseCotangent(NDArrayOperatorsMixin):
         self._dense: Optional[np.ndarray] = None
         self._keys: Optional[np.ndarray] = None
         self._parts: Optional[list] = None
+        # The layout of the array this batch stands for in the ordinary sweep (see
+        # :attr:`batch_last`): True batch axis innermost, False C order, None none yet.
+        self._batch_last: Optional[bool] = False
 
     @classmethod
     def _sum_of(cls, shape: tuple, parts: list) -> "SparseCotangent":
@@ -153,6 +158,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
         out._dense = None
         out._keys = None
         out._parts = parts
+        layout: Optional[bool] = None
+        for p in parts:  # the dense sweep's ``(a + b) + c``
+            layout = _sum_layout(layout, p._batch_last)
+        out._batch_last = layout
         return out
 
     def _resolve(self) -> None:
@@ -223,7 +232,9 @@ class SparseCotangent(NDArrayOperatorsMixin):
         stop = min(start + rows, width)
         cols = np.arange(start, max(stop, start), dtype=np.intp)
         r = cols - start
-        return cls((rows,) + tuple(value_shape), r, cols, np.ones(cols.shape[0], dtype=dtype))
+        out = cls((rows,) + tuple(value_shape), r, cols, np.ones(cols.shape[0], dtype=dtype))
+        out._batch_last = None  # no layout yet: the dense sweep's seed is a structured batch
+        return out
 
     @classmethod
     def empty(cls, shape: tuple, dtype: Any) -> "SparseCotangent":
@@ -247,6 +258,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
         """The same structure with other values."""
         out = SparseCotangent(self.shape, self.rows, self.cols, data)
         out._keys = _small_keys(self._keys)
+        out._batch_last = self._batch_last
         return out
 
     def _kept(self, keep: np.ndarray, shape: Optional[tuple] = None, cols: Optional[np.ndarray] = None) -> "SparseCotangent":
@@ -278,6 +290,25 @@ class SparseCotangent(NDArrayOperatorsMixin):
         """Entries stored."""
         return int(self.data.shape[0])
 
+    @property
+    def batch_last(self) -> bool:
+        """Whether the dense sweep's array for this batch has the batch axis innermost in memory.
+
+        NumPy's fancy indexing ``g[:, idx]`` returns such an array, and element-wise
+        operations, reshapes, sums and basic slices keep that layout.  Its numbers
+        can differ from a C-ordered array's: a sum over a value axis adds one
+        term after the other instead of pairwise, and NumPy 2.2's ``matmul``
+        takes its own loop (not BLAS) for such operands.  So this batch's dense
+        array (:meth:`to_array`, :meth:`rows_dense`) is built in that layout and
+        its reductions add sequentially: the numbers stay the dense sweep's.
+        """
+        return self._batch_last is True and self.shape[0] > 1
+
+    def _like(self, out: "SparseCotangent", layout: Any = "same") -> "SparseCotangent":
+        """``out`` marked with this batch's layout (or ``layout``); returned."""
+        out._batch_last = self._batch_last if layout == "same" else layout
+        return out
+
     def keys(self) -> np.ndarray:
         """``row * width + col`` of each entry: increasing."""
         if self._parts is not None:
@@ -302,6 +333,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
     def to_array(self) -> np.ndarray:
         """A new, writable dense array ``(B, *value_shape)``."""
         self._check_dense(self.shape[0])
+        if self.batch_last:
+            out = np.zeros((self.width, self.shape[0]), dtype=self.dtype)
+            out[self.cols, self.rows] = self.data
+            return out.T.reshape(self.shape)  # a view: the batch axis stays innermost
         out = np.zeros((self.shape[0], self.width), dtype=self.dtype)
         out[self.rows, self.cols] = self.data
         return out.reshape(self.shape)
@@ -317,13 +352,19 @@ class SparseCotangent(NDArrayOperatorsMixin):
     def rows_dense(self, which: np.ndarray) -> np.ndarray:
         """Dense rows ``which`` (sorted, unique) as an array ``(len(which), *value_shape)``."""
         self._check_dense(which.shape[0])
-        out = np.zeros((which.shape[0], self.width), dtype=self.dtype)
         lo = np.searchsorted(self.rows, which, side="left")
         hi = np.searchsorted(self.rows, which, side="right")
         counts = hi - lo
         pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        out[np.repeat(np.arange(which.shape[0]), counts), self.cols[pick]] = self.data[pick]
-        return out.reshape((which.shape[0],) + self.shape[1:])
+        at = np.repeat(np.arange(which.shape[0]), counts)
+        shape = (which.shape[0],) + self.shape[1:]
+        if self.batch_last:
+            out = np.zeros((self.width, which.shape[0]), dtype=self.dtype)
+            out[self.cols[pick], at] = self.data[pick]
+            return out.T.reshape(shape)
+        out = np.zeros((which.shape[0], self.width), dtype=self.dtype)
+        out[at, self.cols[pick]] = self.data[pick]
+        return out.reshape(shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.dense()
@@ -370,7 +411,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
             source = self._slot_ids()[value_key]
         except (IndexError, TypeError, ValueError):
             return None
-        return self.gather(source)
+        layout = _fancy_batch_last(value_key, source.ndim)
+        return self._like(self.gather(source), "same" if layout is None else layout)
 
     def gather(self, source: np.ndarray) -> "SparseCotangent":
         """The batch whose slot ``j`` (of a value shaped ``source.shape``) is this batch's slot ``source[j]``."""
@@ -531,6 +573,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
 
     def _merged(self, other: "SparseCotangent", subtract: bool) -> "SparseCotangent":
         """``self + other`` (or ``-``): entries at one position are added, each once."""
+        # NumPy lays out ``a + b`` as its operands agree, in C order where they do not.
+        return self._like(self._merged_entries(other, subtract), _sum_layout(self._batch_last, other._batch_last))
+
+    def _merged_entries(self, other: "SparseCotangent", subtract: bool) -> "SparseCotangent":
         if self._parts is not None or other._parts is not None or self.nnz + other.nnz > _LAZY:
             if other.dtype == self.dtype:
                 if other._parts is not None:
@@ -566,8 +612,8 @@ class SparseCotangent(NDArrayOperatorsMixin):
         if per_entry is None:
             return None
         if np.ndim(per_entry) == 0:
-            return self if bool(per_entry) else self._kept(np.zeros(self.nnz, dtype=bool))
-        return self._kept(per_entry)
+            return self if bool(per_entry) else self._like(self._kept(np.zeros(self.nnz, dtype=bool)))
+        return self._like(self._kept(per_entry))
 
     def summed(self, axes: tuple, keepdims: bool) -> Any:
         """``np.sum(self, axis=axes)`` over value axes (positive, >= 1), with NumPy's numbers."""
@@ -582,7 +628,10 @@ class SparseCotangent(NDArrayOperatorsMixin):
         reduce = lambda d: np.add.reduce(d, axis=axes, keepdims=keepdims)  # noqa: E731
         # Over the last axis alone, each result is NumPy's sum of one contiguous run of slots.
         run = extent if axes == (self.ndim - 1,) else 0
-        return self._reduced(target, new_v, reduce, extent <= _SEQUENTIAL, run)
+        # On a batch-last array NumPy's inner loop runs along the batch: each sum is sequential.
+        if self.batch_last:
+            return self._like(self._reduced(target, new_v, reduce, True))
+        return self._like(self._reduced(target, new_v, reduce, extent <= _SEQUENTIAL, run))
 
     def _reduced(
         self, target: np.ndarray, new_v: tuple, dense_reduce: Callable, sequential: bool, run: int = 0
@@ -731,7 +780,43 @@ def _reshape(a: SparseCotangent, shape: Sequence[Any], order: str = "C") -> Opti
         return None
     out = SparseCotangent((a.shape[0],) + tuple(rest), a.rows, a.cols, a.data)
     out._keys = _small_keys(a._keys)
-    return out
+    return a._like(out)  # a reshape of a batch-last array is a view, batch-last
+
+
+def _sum_layout(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
+    """The layout (see :attr:`SparseCotangent.batch_last`) of the dense sweep's sum of two batches.
+
+    Two arrays: NumPy keeps the layout they share, else C order.  A batch with no
+    layout yet (``None``: the seed and what element-wise steps make of it) is a
+    structured batch in the dense sweep (:class:`tapegrad.banded.BandedCotangent`),
+    which adds itself into a copy of the other array: that one's layout.
+    """
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a and b
+
+
+def _fancy_batch_last(value_key: tuple, ndim: int) -> Optional[bool]:
+    """The layout of the dense ``g[(slice(None),) + value_key]`` (see :attr:`SparseCotangent.batch_last`).
+
+    ``None`` (``g``'s own layout) for a basic index, a view of ``g``; ``True`` for an
+    advanced index whose dimensions are all of the result's value axes (NumPy puts
+    the batch axis innermost); ``False`` for any other advanced index.
+    """
+    shapes = []
+    for k in value_key:
+        if k is None or k is Ellipsis or type(k) is slice or isinstance(k, numbers.Integral):
+            continue
+        k = np.asarray(k)
+        shapes.append((int(np.count_nonzero(k)),) if k.dtype == bool else k.shape)
+    if not shapes:
+        return None
+    try:
+        return len(np.broadcast_shapes(*shapes)) == ndim
+    except ValueError:
+        return False
 
 
 def _segments(indices: Any, n: int) -> tuple:
@@ -925,7 +1010,8 @@ def _moveaxis(a: Any, source: Any, destination: Any) -> Any:
 def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
     if type(a) is not SparseCotangent or _axes_of(axis, a.ndim) is None:
         return None
-    return _moved_ids(np.roll, a, shift, axis=axis)
+    out = _moved_ids(np.roll, a, shift, axis=axis)
+    return out if out is None else a._like(out)  # np.roll fills an empty_like: same layout
 
 
 def _flip(m: Any, axis: Any = None) -> Any:
@@ -1001,7 +1087,9 @@ def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None,
     cols = np.concatenate([piece.reshape(-1)[a.cols] for a, piece in zip(arrays, pieces)])
     result = np.result_type(*(a.dtype for a in arrays))
     data = np.concatenate([a.data.astype(result, copy=False) for a in arrays])
-    return SparseCotangent._from_entries(shape, rows, cols, data)
+    out = SparseCotangent._from_entries(shape, rows, cols, data)
+    out._batch_last = all(a._batch_last is True for a in arrays)  # NumPy keeps a layout all inputs share
+    return out
 
 
 def _zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Any:
