@@ -18,7 +18,12 @@ def test_demo_checks_derivatives_and_draws_its_tape(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "all derivatives agree with finite differences" in out
     errors = [float(e) for e in re.findall(r"finite differences[^=]*= ([0-9.e+-]+)", out)]
-    assert len(errors) == 3 and max(errors) < 1e-5
+    assert len(errors) == 4 and max(errors) < 1e-5  # steps 1-3 and scipy.ndimage.gaussian_filter
+    # SciPy through the door: the likelihood's gradient against finite differences, brentq's
+    # root derivative against its closed form.
+    assert float(re.search(r"relative error against finite differences ([0-9.e+-]+)", out).group(1)) < 1e-6
+    root, closed = re.search(r"d root / d k = (\S+) \(closed form (\S+)\)", out).groups()
+    assert root == closed
     dot_path = tmp_path / "tapegrad-demo-tape.dot"
     assert str(dot_path) in out
     dot = dot_path.read_text()
