@@ -43,6 +43,16 @@ def _args_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
+def _first_output(fun: Callable[..., Any], fargs: tuple, returns_tuple: bool) -> Callable[[Any], Any]:
+    """``x -> fun(x, *fargs)``, its first output when it also returns derivatives (``jac=True``)."""
+
+    def value(x: Any) -> Any:
+        out = fun(x, *fargs)
+        return out[0] if returns_tuple else out
+
+    return value
+
+
 def _root_of(call: Call, residual: Callable[[Any], Any], root: Any, what: str = "Jacobian of the function") -> Any:
     """The traced root: SciPy's ``root`` with the implicit function's derivatives."""
     x0 = np.asarray(strip_tree(root), dtype=np.float64)
@@ -116,9 +126,7 @@ def _root_scalar(*args: Any, **kwargs: Any) -> Any:
     f, fargs = call.get("f"), _args_tuple(call.get("args"))
     with_derivative = call.get("fprime") is True  # f returns (value, derivative[, second])
 
-    def residual(x: Any) -> Any:
-        value = f(x, *fargs)
-        return value[0] if with_derivative else value
+    residual = _first_output(f, fargs, with_derivative)
 
     out.root = _root_of(call, residual, out.root, "derivative of the function")
     return out
@@ -135,9 +143,7 @@ def _root(*args: Any, **kwargs: Any) -> Any:
     fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
     with_jac = call.get("jac") is True
 
-    def residual(x: Any) -> Any:
-        value = fun(x, *fargs)
-        return value[0] if with_jac else value
+    residual = _first_output(fun, fargs, with_jac)
 
     # out.fun stays SciPy's: f(x*(theta), theta) is constant along the solution, so
     # its derivative is exactly zero.
@@ -353,9 +359,7 @@ def _minimize(*args: Any, **kwargs: Any) -> Any:
     fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
     with_jac = call.get("jac") is True
 
-    def objective(x: Any) -> Any:
-        value = fun(x, *fargs)
-        return value[0] if with_jac else value
+    objective = _first_output(fun, fargs, with_jac)
 
     if constraints:
         x = _constrained_argmin(call, objective, out.x, call.get("bounds"), list(constraints))
@@ -609,9 +613,7 @@ def _legacy_min(key: Any, fun_name: str, callbacks: tuple, always_tuple: bool = 
         # fmin_l_bfgs_b and fmin_tnc: without fprime or approx_grad, fun returns (f, g)
         with_grad = "approx_grad" in call.values and call.get("fprime") is None and not call.get("approx_grad")
 
-        def objective(x: Any) -> Any:
-            value = fun(x, *fargs)
-            return value[0] if with_grad else value
+        objective = _first_output(fun, fargs, with_grad)
 
         bounds = call.get(bounds_name) if bounds_name else None
         tupled = always_tuple or bool(call.get("full_output")) or bool(call.values.get("retall"))
@@ -731,9 +733,7 @@ def _basinhopping(*args: Any, **kwargs: Any) -> Any:
     func, fargs = call.get("func"), _args_tuple(options.get("args"))
     with_jac = options.get("jac") is True
 
-    def objective(x: Any) -> Any:
-        value = func(x, *fargs)
-        return value[0] if with_jac else value
+    objective = _first_output(func, fargs, with_jac)
 
     constraints = options.get("constraints")
     if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
