@@ -190,8 +190,7 @@ def original(fun: Any) -> Callable[..., Any]:
 
     A ``route_all`` rule calls this when it finds nothing traced.
     """
-    swap = _swaps.get(fun)
-    return fun if swap is None else swap.original
+    return ORIGINALS.get(fun, fun)  # only code swaps have a copy; a compiled callable is its own
 
 
 # ---------------------------------------------------------------------- one swap
