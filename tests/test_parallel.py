@@ -170,6 +170,41 @@ def test_cheap_loops_are_not_split(monkeypatch):
         parallel.set_num_threads(before)
 
 
+def test_from_split_any_elements_every_loop_is_split(monkeypatch):
+    """A cheap loop (memory-bound) is split too on arrays of SPLIT_ANY elements or more."""
+    monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
+    monkeypatch.setattr(parallel, "SPLIT_ANY", 8000)
+    monkeypatch.setattr(parallel, "_COST", {(np.add, "d"): 0.4})
+    calls = []
+    real_run = parallel._run
+    monkeypatch.setattr(parallel, "_run", lambda *a: calls.append(1) or real_run(*a))
+    before = parallel.num_threads()
+    parallel.set_num_threads(2)
+    try:
+        small, large = np.linspace(0, 1, 5000), np.linspace(0, 1, 8000)
+        parallel.call(np.add, (small, small))
+        assert calls == []
+        got = parallel.call(np.add, (large, -large[::-1]))
+        assert calls == [1] and np.array_equal(_bits(got), _bits(large - large[::-1]))
+    finally:
+        parallel.set_num_threads(before)
+
+
+def test_large_cotangent_sums_are_split_with_the_same_bits(split, monkeypatch):
+    import tapegrad.backward as backward_module
+
+    monkeypatch.setattr(backward_module, "LARGE", 3000)
+    rng = np.random.default_rng(4)
+    x, v = rng.standard_normal(9001), rng.standard_normal(9001)
+
+    def f(x):  # x feeds five uses: four sums of cotangents
+        return np.sum(np.exp(x) * np.tanh(x) + x * x + np.log1p(x * x) - np.cos(x))
+
+    split_results = (tg.grad(f)(x), tg.hvp(f)(x, v))
+    parallel.set_num_threads(1)
+    for a, b in zip(split_results, (tg.grad(f)(x), tg.hvp(f)(x, v))):
+        assert np.array_equal(_bits(a), _bits(b))
+
 def test_floating_point_errors_are_reported_as_numpy_reports_them(split):
     x = np.linspace(-1.0, 1.0, 9000)  # log of negatives: invalid
     with np.errstate(invalid="ignore"):
@@ -336,100 +371,3 @@ def test_complex_intermediates_give_the_same_bits(split, monkeypatch):
     parallel.set_num_threads(1)
     for a, b in zip(split_results, (tg.grad(_wave)(x), tg.hvp(_wave)(x, v))):
         assert np.array_equal(_bits(a), _bits(b))
-
-
-# ----------------------------------------------------------------------------- blocked VJPs
-BLOCKWISE = sorted((r for r in RULE_TABLE if r is not None and r.blockwise), key=lambda r: r.name)
-
-
-@pytest.fixture
-def small_blocks(monkeypatch):
-    """Blocks of 1024 elements, split across 3 threads."""
-    monkeypatch.setattr(parallel, "BLOCK", 1024)
-    before = parallel.num_threads()
-    parallel.set_num_threads(3)
-    yield
-    parallel.set_num_threads(before)
-
-
-def test_blockwise_rules_are_the_element_wise_ones_without_the_memo():
-    assert len(BLOCKWISE) >= 40
-    assert all(r.elementwise and not r.remember for r in BLOCKWISE)
-    assert not any(r.blockwise for r in RULE_TABLE if r is not None and r.key in (np.sin, np.cos))
-
-
-@pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("rule", BLOCKWISE, ids=lambda r: r.name)
-def test_blocked_vjps_give_the_bits_of_one_call(small_blocks, rule, threads):
-    parallel.set_num_threads(threads)
-    rng = np.random.default_rng(1)
-    shape = (7, 1023)  # 2-D, and not a multiple of the block: a short last block
-    kind = "positive" if rule.key in (np.log, np.log2, np.log10, np.sqrt) else "any"
-    operands = [_values(rng, 7 * 1023, kind).reshape(shape) for _ in range(rule.fun.nin)]
-    g = rng.standard_normal(shape)
-    with np.errstate(all="ignore"):
-        ans = rule.fun(*operands)
-        for vjp in rule.vjps:
-            whole = vjp(g, ans, *operands)
-            got = parallel.blocked(vjp, (g, ans, *operands), g)
-            assert got.shape == whole.shape and got.dtype == whole.dtype
-            assert np.array_equal(_bits(got), _bits(whole)), rule.name
-
-
-def test_blocked_falls_back_to_one_call(small_blocks):
-    rng = np.random.default_rng(2)
-    g = rng.standard_normal(5000)
-    x = rng.standard_normal(5000)
-    # the VJP returns g itself: no copy is made
-    assert parallel.blocked(lambda g, ans, x: g, (g, None, x), g) is g
-    # an operand that broadcasts: the whole call
-    row = rng.standard_normal(1)
-    assert np.array_equal(parallel.blocked(lambda g, ans, y: g * y, (g, None, row), g), g * row)
-    # an operand of another type (a tracer of an outer tape, a masked array): the whole call, with it
-    seen = []
-
-    def vjp(g, ans, y):
-        seen.append(type(y))
-        return g * 2.0
-
-    masked = np.ma.masked_array(x, mask=x > 1)
-    parallel.blocked(vjp, (g, None, masked), g)
-    assert seen == [np.ma.MaskedArray]
-    # a scalar result: the whole call
-    assert parallel.blocked(lambda g, ans: 3.0, (g, None), g) == 3.0
-
-
-def test_blocked_reports_errors_as_numpy_does(small_blocks):
-    g = np.ones(5000)
-    x = np.ones(5000)
-    x[4321] = 0.0  # in a later block
-    divide = lambda g, ans, x: g / x  # noqa: E731
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = parallel.blocked(divide, (g, None, x), g)
-    assert [str(w.message) for w in caught] == ["divide by zero encountered in divide"]
-    assert got[4321] == np.inf and np.all(got[:4321] == 1)
-    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
-        parallel.blocked(divide, (g, None, x), g)
-    with np.errstate(divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert parallel.blocked(divide, (g, None, x), g)[4321] == np.inf
-
-
-def test_gradients_with_blocked_sweeps_match_unblocked(small_blocks, monkeypatch):
-    import tapegrad.backward as backward_module
-
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((40, 300))
-    v = rng.standard_normal((40, 300))
-
-    def f(x):
-        head, tail = x[:, :-1], x[:, 1:]
-        return np.sum(np.log1p(np.exp(x)) * np.tanh(x) + np.arctan(x) / (1 + x * x)) + np.sum((tail - head**2) ** 2)
-
-    monkeypatch.setattr(backward_module, "BLOCKED_MIN", 4096)
-    blocked_results = (tg.grad(f)(x), tg.hvp(f)(x, v))
-    monkeypatch.setattr(backward_module, "BLOCKED_MIN", 1 << 62)
-    whole_results = (tg.grad(f)(x), tg.hvp(f)(x, v))
-    for got, want in zip(blocked_results, whole_results):
-        assert np.array_equal(_bits(got), _bits(want))

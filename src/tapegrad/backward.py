@@ -31,9 +31,9 @@ from .banded import BandedCotangent, plain
 from .sparse_batch import SparseCotangent
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
-from .parallel import BLOCKED_MIN, blocked, call as parallel_call
+from .parallel import LARGE, call as parallel_call
 from .registry import RULE_TABLE
-from .tape import FITTED, INDEX, N_OUT, RELEASED, Node, Pruned, Tape, parent_runs
+from .tape import FITTED, INDEX, N_OUT, RELEASED, Node, Tape, parent_runs
 from .tracer import Tracer, strip
 
 __all__ = [
@@ -169,7 +169,7 @@ class _Pending:
                     return g.add_into(prev)
                 np.add(prev, g, out=prev)
                 return prev
-        if type(prev) is np.ndarray and type(g) is np.ndarray and prev.size >= BLOCKED_MIN:
+        if type(prev) is np.ndarray and type(g) is np.ndarray and prev.size >= LARGE:
             total = parallel_call(np.add, (prev, g))  # same bits, split across threads when large
         else:
             total = prev + g
@@ -194,8 +194,6 @@ class _Pending:
 
 
 _WHOLE = slice(None)
-# What a VJP run block by block (parallel.blocked) receives whole: a value it does not read.
-_WHOLE_IN_BLOCKS = (Pruned,)
 
 
 def _scatter_into(cts: _Pending, rule: Any, args: tuple, parents: tuple, g: np.ndarray, batch: tuple) -> bool:
@@ -464,7 +462,6 @@ def _sweep(
     stopping = bool(stop)
     unbatched = not batch
     fitted = FITTED
-    blocked_min = BLOCKED_MIN
     # Bound once: this loop runs once per recorded call.
     slots = cts.slots
     take = slots.pop
@@ -507,10 +504,7 @@ def _sweep(
             if pos == fitted and out < 0 and not kwargs:
                 # The commonest node of a loop of small steps (np.sin(x), x * 0.5): one
                 # traced argument whose cotangent fits, one output, no keywords.
-                if type(g) is np.ndarray and g.size >= blocked_min and rule.blockwise:
-                    gi = blocked(vjps[argnum], (g, ans, *args), g, _WHOLE_IN_BLOCKS)
-                else:
-                    gi = vjps[argnum](g, ans, *args)
+                gi = vjps[argnum](g, ans, *args)
                 if gi is not None:
                     prev = slots.get(parent)
                     slots[parent] = gi if prev is None else accumulate(parent, prev, gi)
@@ -522,12 +516,11 @@ def _sweep(
             argnum, pos, parent, out, argnum2, pos2, parent2, out2 = parents
             if pos == fitted and pos2 == fitted and out < 0 and out2 < 0 and not kwargs:
                 # The same for two traced arguments (x + y, x * y of one shape).
-                large = type(g) is np.ndarray and g.size >= blocked_min and rule.blockwise
-                gi = blocked(vjps[argnum], (g, ans, *args), g, _WHOLE_IN_BLOCKS) if large else vjps[argnum](g, ans, *args)
+                gi = vjps[argnum](g, ans, *args)
                 if gi is not None:
                     prev = slots.get(parent)
                     slots[parent] = gi if prev is None else accumulate(parent, prev, gi)
-                gi = blocked(vjps[argnum2], (g, ans, *args), g, _WHOLE_IN_BLOCKS) if large else vjps[argnum2](g, ans, *args)
+                gi = vjps[argnum2](g, ans, *args)
                 if gi is not None:
                     prev = slots.get(parent2)
                     slots[parent2] = gi if prev is None else accumulate(parent2, prev, gi)
@@ -542,8 +535,6 @@ def _sweep(
             if pos < 0:
                 if kwargs:  # (name, value) pairs (see tape.Node)
                     gi = vjps[argnum](g, ans, *args, **dict(kwargs))
-                elif type(g) is np.ndarray and g.size >= blocked_min and rule.blockwise:
-                    gi = blocked(vjps[argnum], (g, ans, *args), g, _WHOLE_IN_BLOCKS)
                 elif len(args) == 2:  # most calls: a direct call, no argument tuple to build
                     gi = vjps[argnum](g, ans, args[0], args[1])
                 else:

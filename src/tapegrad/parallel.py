@@ -39,8 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["BLOCK", "BLOCKED_MIN", "MIN_SIZE", "SPLIT_ANY", "SPLIT_NS", "blocked", "call", "num_threads",
-           "set_num_threads", "splittable"]
+__all__ = ["LARGE", "MIN_SIZE", "SPLIT_ANY", "SPLIT_NS", "call", "num_threads", "set_num_threads", "splittable"]
 
 #: Fewer elements than this run in one call: handing a chunk to another thread
 #: costs tens of microseconds, about what 2^18 products take.
@@ -64,11 +63,8 @@ SPLIT_NS = 0.8
 #: cannot see that: a large product is bound by memory traffic, which two cores
 #: still move faster than one.  (At 2 * 10^5 the hand-over cost more than it saved.)
 SPLIT_ANY = 1 << 19
-#: Element-wise work (:func:`blocked`) on at least this many elements runs block by block.
-BLOCKED_MIN = 1 << 17
-#: Elements per block of :func:`blocked`: 256 KiB of float64, so that a VJP's operands
-#: and its temporaries (``g * (1 - ans * ans)`` makes two) stay in a core's cache.
-BLOCK = 1 << 15
+#: Callers hand arrays of at least this many elements to :func:`call` (below it a split never pays).
+LARGE = MIN_SIZE
 # Elements in the sample that _loop_cost times (32 KiB of float64).
 _SAMPLE = 4096
 _FLOAT64 = np.dtype(np.float64)
@@ -209,14 +205,14 @@ def _flat(values: Sequence[Any]) -> list:
     return [(v.reshape(-1), True) if type(v) is np.ndarray and v.ndim else (v, False) for v in values]
 
 
-def _run(size: int, task: Callable[[int, int], None], threads: int, align: int = _ALIGN) -> bool:
+def _run(size: int, task: Callable[[int, int], None], threads: int) -> bool:
     """Run ``task(start, stop)`` over ``[0, size)`` in one range per thread; True when an error was flagged.
 
     Floating-point errors the caller does not ignore become flags (the caller
     redoes such a call whole, in its own thread, where NumPy reports them).
     """
     step = -(-size // threads)
-    step = -(-step // align) * align
+    step = -(-step // _ALIGN) * _ALIGN
     watched = {kind: ("ignore" if action == "ignore" else "call") for kind, action in np.geterr().items()}
     flagged: list = []
 
@@ -297,83 +293,3 @@ def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
         return ufunc(*operands)  # NumPy reports the error as the one-thread call would
     return result
 
-
-_SCALARS = (float, int, complex, bool, type(None))
-
-
-def _same_shape_blocks(values: Sequence[Any], shape: tuple, whole: tuple) -> Optional[list]:
-    """``(flat view, True)`` per array of ``shape`` and ``(value, False)`` per other value, else None.
-
-    Arrays must be C-contiguous (or 1-D, any stride), so that a flat range is a
-    view; every other array must be 0-d.  Python scalars and instances of
-    ``whole`` (a pruned value the VJP does not read) are passed whole; anything
-    else (a tracer of an outer tape) gives None.
-    """
-    flat = []
-    for v in values:
-        if type(v) is np.ndarray:
-            if v.ndim == 0:
-                flat.append((v, False))
-                continue
-            if v.shape != shape or (v.ndim > 1 and not v.flags.c_contiguous):
-                return None
-            flat.append((v.reshape(-1), True))
-        elif type(v) in _SCALARS or isinstance(v, whole):
-            flat.append((v, False))
-        else:  # a tracer, an ndarray subclass (a masked array), a NumPy scalar: whole
-            return None
-    return flat
-
-
-def blocked(fn: Callable[..., Any], values: Sequence[Any], like: np.ndarray, whole: tuple = ()) -> Any:
-    """``fn(*values)`` of an element-wise ``fn``, computed :data:`BLOCK` elements at a time.
-
-    ``fn`` must compute each element of its result from the same element of
-    every array operand (a ufunc rule's VJP, ``g * (1 - ans * ans)``), so a block
-    of the operands gives that block of the result, with the same bits.  Done on
-    the whole of 10^6 elements, each of such a VJP's passes reads and writes main
-    memory; block by block its temporaries stay in cache (2.96 ms against 1.37 ms
-    for ``g * (1 - ans * ans)`` on one thread), and the blocks are shared across
-    :func:`num_threads` threads.
-
-    Values of the types in ``whole`` are passed whole to every block, as are
-    Python scalars.  Falls back to ``fn(*values)`` whole when an array operand is
-    not shaped like ``like`` (broadcasting) or is not a plain ndarray (a tracer), when ``fn``'s result for the first block is not a
-    new array shaped like the block (it returned ``g`` itself, or a scalar), and
-    when a floating-point error is flagged (NumPy then reports it as usual).
-    """
-    shape = like.shape
-    size = like.size
-    flat = _same_shape_blocks(values, shape, whole) if size >= 2 * BLOCK else None
-    if flat is None:
-        return fn(*values)
-    watched = {kind: ("ignore" if action == "ignore" else "call") for kind, action in np.geterr().items()}
-    flagged: list = []
-
-    def flag(kind: str, code: int) -> None:
-        flagged.append(kind)
-
-    with np.errstate(call=flag, **watched):
-        first = fn(*[v[:BLOCK] if cut else v for v, cut in flat])
-    if flagged or type(first) is not np.ndarray or first.shape != (BLOCK,) or first.base is not None:
-        return fn(*values)
-    result = np.empty(shape, dtype=first.dtype)
-    flat_out = result.reshape(-1)
-    flat_out[:BLOCK] = first
-    rest = size - BLOCK
-
-    def task(start: int, stop: int) -> None:
-        for lo in range(start + BLOCK, stop + BLOCK, BLOCK):
-            hi = min(lo + BLOCK, stop + BLOCK)
-            flat_out[lo:hi] = fn(*[v[lo:hi] if cut else v for v, cut in flat])
-
-    threads = _threads if _threads is not None else num_threads()
-    if threads > 1 and rest >= 2 * BLOCK:
-        if _run(rest, task, threads, align=BLOCK):
-            return fn(*values)
-    else:
-        with np.errstate(call=flag, **watched):
-            task(0, rest)
-        if flagged:
-            return fn(*values)
-    return result

@@ -118,12 +118,6 @@ class Rule:
     #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.  Only
     #: ``simple`` rules may set it (the fast paths do not check both).
     elementwise: bool = False
-    #: An ``elementwise`` rule whose VJPs may run on blocks of large operands
-    #: (:func:`tapegrad.parallel.blocked`): the sweep then computes them a cache-sized
-    #: block at a time, same bits, fewer passes over main memory.  Set for tapegrad's
-    #: element-wise ufunc rules that reuse no forward value through the memo (a block
-    #: is a new array, and the memo finds values by the identity of the whole one).
-    blockwise: bool = False
     #: For a two-input ufunc: the one-input ufunc that gives the same bits when both
     #: operands are one and the same real floating-point tracer (``x * x`` is
     #: ``np.square(x)``).  The recorder records that instead: one parent and one VJP

@@ -58,7 +58,6 @@ def defufunc(ufunc, *vjps, note="", remember=False, needs=None, elementwise=Fals
     # They also take a constant operand as a 0-d array (see Rule.scalar_operands).
     RULES[ufunc].scalar_operands = True
     RULES[ufunc].elementwise = elementwise
-    RULES[ufunc].blockwise = elementwise and not remember
     return ufunc
 
 
