@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-NAMES = ["bratu", "ginzburg_landau", "graph", "reaction_diffusion", "bundle"]
+NAMES = ["bratu", "ginzburg_landau", "graph", "reaction_diffusion", "bundle", "mesh_springs"]
 
 
 def make_bratu(n: int, lam: float = 6.0):
@@ -128,6 +128,39 @@ def make_bundle(n: int):
 
     x0 = np.concatenate([cams0.ravel(), points0.ravel()])
     return residual, x0, "jacobian", residual
+
+
+def make_mesh_springs(n: int, stiffness: float = 1.0):
+    """Spring energy of a triangulated 3-D surface (a grid of about ``n / 3`` vertices), edge lengths by ``norm``."""
+    side = max(3, int(round(math.sqrt(n / 3))))
+    ids = np.arange(side * side).reshape(side, side)
+    edges = np.concatenate([
+        np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1),  # horizontal
+        np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1),  # vertical
+        np.stack([ids[:-1, :-1].ravel(), ids[1:, 1:].ravel()], axis=1),  # diagonal
+    ])
+    rng = np.random.default_rng(5)
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), axis=-1).reshape(-1, 2)
+    rest = np.linalg.norm(grid[edges[:, 0]] - grid[edges[:, 1]], axis=1)
+
+    def energy(x):
+        p = x.reshape(-1, 3)
+        lengths = np.linalg.norm(p[edges[:, 0]] - p[edges[:, 1]], axis=1)
+        return 0.5 * stiffness * np.sum((lengths - rest) ** 2)
+
+    def gradient(x):
+        p = x.reshape(-1, 3)
+        d = p[edges[:, 0]] - p[edges[:, 1]]
+        lengths = np.sqrt(np.sum(d * d, axis=1))
+        f = (stiffness * (lengths - rest) / lengths)[:, None] * d
+        g = np.zeros_like(p)
+        np.add.at(g, edges[:, 0], f)
+        np.add.at(g, edges[:, 1], -f)
+        return g.ravel()
+
+    flat = np.concatenate([grid, np.zeros((side * side, 1))], axis=1).astype(float)
+    x0 = (flat + 0.1 * rng.standard_normal(flat.shape)).ravel()
+    return energy, x0, "hessian", gradient
 
 
 def make(name: str, n: int):

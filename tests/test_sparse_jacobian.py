@@ -87,6 +87,22 @@ def reaction_diffusion(y, a=1.0, b=3.0, c=4.0):
     return np.concatenate([a + uuv - (b + 1) * u + c * lap_u, b * u - uuv + c * lap_v])
 
 
+MESH_EDGES = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [0, 2], [4, 5], [5, 6], [6, 7], [7, 4], [1, 5], [3, 7], [2, 6]])
+
+
+def spring_lengths(x):
+    """Edge lengths of a small 3-D mesh, written as mesh codes write them (``norm`` of gathered differences)."""
+    p = x.reshape(-1, 3)
+    return np.linalg.norm(p[MESH_EDGES[:, 0]] - p[MESH_EDGES[:, 1]], axis=1)
+
+
+def spring_energy_einsum(x):
+    """The same mesh's spring energy with squared lengths from ``einsum`` (a row-wise dot product)."""
+    p = x.reshape(-1, 3)
+    d = p[MESH_EDGES[:, 0]] - p[MESH_EDGES[:, 1]]
+    return np.sum((np.sqrt(np.einsum("ij,ij->i", d, d)) - 1.0) ** 2)
+
+
 # ------------------------------------------------------------------ programs that stay sparse
 SPARSE_PROGRAMS = {
     "bratu": (bratu, lambda: 0.1 * RNG.random((30, 30))),
@@ -116,6 +132,22 @@ SPARSE_PROGRAMS = {
     "split": (lambda y: np.concatenate([np.split(y, 2)[0] * np.split(y, 2)[1], np.split(y, 2)[0] ** 2]), lambda: RNG.random(8)),
     "split_unused_part": (lambda y: np.split(y.reshape(3, 4), [1, 3], axis=1)[2] * 2.0, lambda: RNG.random(12)),
     "division": (lambda x: 1.0 / x + x / (x[::-1] + 2.0), lambda: RNG.random(7) + 0.5),
+    "norm_springs": (lambda x: spring_lengths(x) - 1.0, lambda: RNG.standard_normal(24)),
+    "norm_keepdims_ord": (
+        lambda x: np.linalg.norm(x.reshape(4, 3), axis=0, keepdims=True) * x.reshape(4, 3)
+        + np.linalg.norm(x.reshape(4, 3), ord=3, axis=1)[:, None],
+        lambda: RNG.standard_normal(12),
+    ),
+    "einsum_products": (
+        lambda x: np.einsum("ij,ij->i", x.reshape(4, 3), x.reshape(4, 3)[::-1])
+        + np.einsum("ij,j->i", x.reshape(4, 3), np.arange(1.0, 4.0))
+        + np.einsum("ij,i->j", x.reshape(4, 3) ** 2, np.arange(4.0))[[0, 1, 2, 0]],
+        lambda: RNG.standard_normal(12),
+    ),
+    "einsum_transposed_output": (
+        lambda x: np.einsum("ijk,kj->kji", x.reshape(2, 3, 2), np.arange(6.0).reshape(2, 3)).ravel() * x,
+        lambda: RNG.standard_normal(12),
+    ),
 }
 
 
@@ -242,7 +274,20 @@ HESSIAN_PROGRAMS = {
     "chain": (lambda x: np.sum((x[1:] - x[:-1] ** 2) ** 2) + np.sum(np.exp(x) * x), lambda: RNG.random(9)),
     "rolled_products": (lambda x: np.sum(x * np.roll(x, 1) * np.roll(x, -2)), lambda: RNG.random(7)),
     "pad_stencil_energy": (lambda u: np.sum(bratu(u) ** 2), lambda: 0.1 * RNG.random((5, 5))),
+    "mesh_springs_norm": (lambda x: np.sum((spring_lengths(x) - 1.0) ** 2), lambda: RNG.standard_normal(24)),
+    "mesh_springs_einsum": (spring_energy_einsum, lambda: RNG.standard_normal(24)),
+    "einsum_long_sum": (
+        lambda x: np.sum(np.sqrt(np.einsum("ij,ij->i", x.reshape(3, 40), x.reshape(3, 40)) + 1.0)),
+        lambda: RNG.standard_normal(120),
+    ),
 }
+
+
+@pytest.mark.parametrize("name", ["mesh_springs_norm", "mesh_springs_einsum"])
+def test_mesh_hessians_stay_sparse(name, no_densify):
+    x = RNG.standard_normal(24)
+    H = tg.hessian(HESSIAN_PROGRAMS[name][0], sparse=True)(x)
+    assert H.nnz == 8 * 9 + 12 * 2 * 9  # a 3 x 3 block per vertex and two per edge
 
 
 @pytest.mark.parametrize("name", sorted(HESSIAN_PROGRAMS))
@@ -382,6 +427,8 @@ STEPS = [
     lambda a: _B4 @ a,
     lambda a: np.stack([a[0], a[2], a[1], a[3]]) * a,
     lambda a: np.sum(a, axis=0) + a,
+    lambda a: np.linalg.norm(a, axis=1, keepdims=True) + a,
+    lambda a: np.einsum("ij,ij->i", a, a[::-1])[:, None] * a,
 ]
 
 

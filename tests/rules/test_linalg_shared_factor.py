@@ -37,7 +37,7 @@ def inverses(monkeypatch):
 
 
 # ---------------------------------------------------------------- the triangular inverse
-@pytest.mark.parametrize("n", [1, 2, 64, 65, 130, 203])
+@pytest.mark.parametrize("n", [1, 2, 64, 65, 130, 203, 401, 600])  # by block rows up to 512, halving above
 @pytest.mark.parametrize("lower", [True, False])
 def test_tri_inverse_matches_the_lu_inverse(n, lower):
     a = RNG.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
@@ -312,7 +312,7 @@ def test_slogdet_and_solve_of_one_matrix_share_its_inverse(monkeypatch, kind):
     np.testing.assert_allclose(jac[1], pullback(np.array([0.0, 1.0]))[0], rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize("n", [1, 5, 128, 129, 203, 400])
+@pytest.mark.parametrize("n", [1, 5, 128, 129, 203, 400, 600])  # one syrk up to 512, halving above
 def test_lower_gram_is_exactly_symmetric_and_matches_the_full_product(n):
     r = np.tril(RNG.standard_normal((n, n)))
     got = linalg_rules._lower_gram(r)

@@ -205,12 +205,62 @@ def _vjp_optimize(optimize: Any, n_operands: int) -> Any:
     return optimize if isinstance(optimize, str) else True
 
 
+@functools.lru_cache(maxsize=1024)
+def _product_sum_plan(contract: str) -> Any:
+    """``(g_axes, g_shape_labels, y_axes, summed)`` when ``contract`` (``"Zij,ij->Zi"``) is a product and a sum.
+
+    That is a two-operand contraction whose second operand's labels all belong
+    to the first (the product is no larger than the cotangent), with a label
+    shared by both operands and the result and at least one label summed:
+    NumPy's einsum cannot hand it to BLAS and sums it in an order of its own.
+    Otherwise ``None``.
+    """
+    lhs, res = contract.split("->")
+    terms = lhs.split(",")
+    if len(terms) != 2:
+        return None
+    gl, yl = terms
+    if any(len(set(t)) != len(t) for t in (gl, yl, res)) or not set(yl) <= set(gl):
+        return None
+    summed = [c for c in gl if c not in res]
+    if not summed or not (set(yl) & set(res)):
+        return None
+    labels = res + "".join(summed)
+    return (
+        tuple(gl.index(c) for c in labels),
+        tuple(yl.index(c) for c in labels if c in yl),
+        tuple(c in yl for c in labels),
+        tuple(range(len(res), len(labels))),
+    )
+
+
+def _product_sum(contract: str, g: Any, y: Any) -> Any:
+    """``einsum(contract, g, y)`` as ``sum(g * y)`` over the summed labels (see :func:`_product_sum_plan`), else ``None``.
+
+    The product and NumPy's sum are what the sweep's sparse batches compute
+    entry by entry, so a sparse Hessian through ``einsum("ij,ij->i", d, d)`` stays
+    sparse and gives the dense result's bits.
+    """
+    plan = _product_sum_plan(contract)
+    if plan is None:
+        return None
+    g_axes, y_axes, in_y, summed = plan
+    aligned_g = np.transpose(g, g_axes)
+    moved_y = np.transpose(y, y_axes)
+    y_shape = np.shape(moved_y)
+    sizes = iter(y_shape)
+    aligned_y = np.reshape(moved_y, tuple(next(sizes) if here else 1 for here in in_y))
+    return np.sum(aligned_g * aligned_y, axis=summed)
+
+
 def _make_einsum_vjp(k: int):
     def vjp(g, ans, spec, *operands, optimize=False, **kwargs):
         nb = np.ndim(g) - np.ndim(ans)
         contract, kept, unique, diag = _vjp_plan(spec, k, nb)
         others = operands[:k] + operands[k + 1 :]
-        c = einsum_p(contract, g, *others, optimize=_vjp_optimize(optimize, len(others) + 1))
+        c = _product_sum(contract, g, others[0]) if len(others) == 1 else None
+        if c is None:
+            c = einsum_p(contract, g, *others, optimize=_vjp_optimize(optimize, len(others) + 1))
         term = _parse(spec)[0][k]
         shape = np.shape(operands[k])
         sizes = dict(zip(term, shape))
@@ -229,7 +279,9 @@ def _make_einsum_vjp(k: int):
     return vjp
 
 
-defvjp(einsum_p, CONSTANT_ARG, *[_make_einsum_vjp(k) for k in range(_MAX_OPERANDS)])
+# The VJPs contract a sparse batch as the sweep hands it over (sparse_batch handles
+# two-operand products and short sums; anything else builds the dense batch there).
+defvjp(einsum_p, CONSTANT_ARG, *[_make_einsum_vjp(k) for k in range(_MAX_OPERANDS)], sparse=True)
 
 
 def _einsum(*args: Any, out: Any = None, optimize: Any = False, **kwargs: Any) -> Any:
