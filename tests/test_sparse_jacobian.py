@@ -96,6 +96,25 @@ def spring_lengths(x):
     return np.linalg.norm(p[MESH_EDGES[:, 0]] - p[MESH_EDGES[:, 1]], axis=1)
 
 
+TRIANGLES = np.array([[0, 1, 2], [0, 2, 3], [4, 5, 6], [4, 6, 7], [0, 1, 5], [0, 5, 4], [2, 3, 7], [2, 7, 6]])
+TETRAHEDRA = np.array([[0, 1, 2, 5], [0, 2, 3, 7], [4, 5, 6, 1], [2, 6, 7, 5]])
+
+
+def surface_area(x):
+    """Area of a triangulated surface: half the norm of a cross product per triangle."""
+    p = x.reshape(-1, 3)
+    a, b, c = p[TRIANGLES[:, 0]], p[TRIANGLES[:, 1]], p[TRIANGLES[:, 2]]
+    return np.sum(0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1))
+
+
+def tetrahedron_volumes(x):
+    """Signed volumes of tetrahedra from 3 x 3 determinants (a mesh-quality term)."""
+    p = x.reshape(-1, 3)
+    t = TETRAHEDRA
+    edges = np.stack([p[t[:, 1]] - p[t[:, 0]], p[t[:, 2]] - p[t[:, 0]], p[t[:, 3]] - p[t[:, 0]]], axis=1)
+    return np.linalg.det(edges) / 6.0
+
+
 def spring_energy_einsum(x):
     """The same mesh's spring energy with squared lengths from ``einsum`` (a row-wise dot product)."""
     p = x.reshape(-1, 3)
@@ -144,6 +163,8 @@ SPARSE_PROGRAMS = {
         + np.einsum("ij,i->j", x.reshape(4, 3) ** 2, np.arange(4.0))[[0, 1, 2, 0]],
         lambda: RNG.standard_normal(12),
     ),
+    "tetrahedron_volumes": (tetrahedron_volumes, lambda: RNG.standard_normal(24)),
+    "vecdot_rows": (lambda x: np.vecdot(x.reshape(4, 3), x.reshape(4, 3)[::-1]) * x[:4], lambda: RNG.standard_normal(12)),
     "einsum_transposed_output": (
         lambda x: np.einsum("ijk,kj->kji", x.reshape(2, 3, 2), np.arange(6.0).reshape(2, 3)).ravel() * x,
         lambda: RNG.standard_normal(12),
@@ -276,6 +297,17 @@ HESSIAN_PROGRAMS = {
     "pad_stencil_energy": (lambda u: np.sum(bratu(u) ** 2), lambda: 0.1 * RNG.random((5, 5))),
     "mesh_springs_norm": (lambda x: np.sum((spring_lengths(x) - 1.0) ** 2), lambda: RNG.standard_normal(24)),
     "mesh_springs_einsum": (spring_energy_einsum, lambda: RNG.standard_normal(24)),
+    "surface_area": (surface_area, lambda: RNG.standard_normal(24)),
+    "volume_penalty": (lambda x: np.sum(tetrahedron_volumes(x) ** 2), lambda: RNG.standard_normal(24)),
+    "row_statistics": (
+        lambda x: np.sum(np.var(x.reshape(6, 4), axis=1) + np.sort(x.reshape(6, 4), axis=1)[:, -1] ** 2)
+        + np.sum(np.abs(np.clip(x, -0.5, 0.5)) ** 3),
+        lambda: RNG.standard_normal(24),
+    ),
+    "log_sum_exp_rows": (
+        lambda x: np.sum(np.log(np.sum(np.exp(x.reshape(6, 4) - np.max(x.reshape(6, 4), axis=1, keepdims=True)), axis=1))),
+        lambda: RNG.standard_normal(24),
+    ),
     "einsum_long_sum": (
         lambda x: np.sum(np.sqrt(np.einsum("ij,ij->i", x.reshape(3, 40), x.reshape(3, 40)) + 1.0)),
         lambda: RNG.standard_normal(120),
@@ -288,6 +320,13 @@ def test_mesh_hessians_stay_sparse(name, no_densify):
     x = RNG.standard_normal(24)
     H = tg.hessian(HESSIAN_PROGRAMS[name][0], sparse=True)(x)
     assert H.nnz == 8 * 9 + 12 * 2 * 9  # a 3 x 3 block per vertex and two per edge
+
+
+@pytest.mark.parametrize("name", ["surface_area", "row_statistics", "log_sum_exp_rows"])
+def test_more_hessians_stay_sparse(name, no_densify):
+    f, make_x = HESSIAN_PROGRAMS[name]
+    H = tg.hessian(f, sparse=True)(make_x())
+    assert H.nnz < H.shape[0] * H.shape[1]
 
 
 @pytest.mark.parametrize("name", sorted(HESSIAN_PROGRAMS))

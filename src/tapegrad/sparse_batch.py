@@ -1175,6 +1175,8 @@ _FUNCTIONS: Dict[Any, Callable[..., Any]] = {
     np.zeros_like: _zeros_like,
     np.concatenate: _concatenate,
     np.real: lambda val: val if val.dtype.kind != "c" else None,
+    np.iscomplexobj: lambda x: x.dtype.kind == "c",
+    np.isrealobj: lambda x: x.dtype.kind != "c",
     np.conj: _conjugate,
     np.conjugate: _conjugate,
 }

@@ -407,8 +407,9 @@ def _slogdet_vjp(g, ans, a):
 
 
 defvjp(np.linalg.inv, _inv_vjp)
-defvjp(np.linalg.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix")
-defvjp(np.linalg.slogdet, _slogdet_vjp, note="sign is constant for real input")
+# Both scale inv(A) by the cotangent: a sparse batch (a Hessian through tetrahedron volumes) stays sparse.
+defvjp(np.linalg.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix", sparse=True)
+defvjp(np.linalg.slogdet, _slogdet_vjp, note="sign is constant for real input", sparse=True)
 
 
 def _inverse_t_times(inverse, rhs, vector):

@@ -298,7 +298,9 @@ def _gufunc(ufunc, *vjps):
     core_out = output != "()"
     last = primitive(lambda *args, **kwargs: ufunc(*args, **kwargs))
     last.__name__ = last.__qualname__ = f"{ufunc.__name__}_core_last"
-    defvjp(last, *vjps)
+    # The VJPs are products of the cotangent with the other operand (or matvecs, which
+    # build the dense batch where they meet a sparse one): sparse batches may come.
+    defvjp(last, *vjps, sparse=True)
 
     def impl(*args, axes=None, axis=None, keepdims=False, **kwargs):
         if keepdims:
