@@ -12,10 +12,11 @@ elements spends a third of its time in single-threaded ``sin`` and ``cos``
 
 The recorder calls this for the forward values of rules marked element-wise
 (``Rule.elementwise``), and a sweep for the ``cos(x)`` that ``sin``'s VJP needs
-when the forward did not compute it.  Only loops that take at least
-:data:`SPLIT_NS` per element (timed once, on a sample in cache) are split: a
-product or a sum is bound by memory traffic, which more threads on the same
-memory did not speed up.
+when the forward did not compute it, and the sweep for large sums of
+cotangents.  From :data:`MIN_SIZE` elements, loops that take at least
+:data:`SPLIT_NS` per element (timed once, on a sample in cache) are split; from
+:data:`SPLIT_ANY` elements every loop is, for two cores move a large product's
+memory faster than one.
 
 Floating-point errors keep NumPy's meaning: the chunks run with the caller's
 error settings turned into flags, and if any chunk flags an error the caller
@@ -48,11 +49,11 @@ MIN_SIZE = 1 << 18
 # every chunk as aligned as the whole array.
 _ALIGN = 1 << 10
 _MAX_DEFAULT = 8
-#: Only loops that take at least this many nanoseconds per element (measured once
-#: per ufunc and dtype, on a sample in cache: :func:`_loop_cost`) are split.  Below
-#: it a loop is bound by memory traffic, which a second thread on the same memory
-#: did not speed up (10^6 products: 0.495 ms on one thread, 0.491 ms on two; the
-#: sample measures 0.3-0.55 ns for add, multiply, divide, negative, square).  exp,
+#: Below :data:`SPLIT_ANY` elements, only loops that take at least this many
+#: nanoseconds per element (measured once per ufunc and dtype, on a sample in cache:
+#: :func:`_loop_cost`) are split (the sample measures 0.3-0.55 ns for add, multiply,
+#: divide, negative, square; a loaded machine once gave 10^6 products 0.495 ms on one
+#: thread and 0.491 ms on two).  exp,
 #: log1p, sqrt and tanh measure 1.1-1.7 ns and ran 1.5-1.7x faster on two threads;
 #: sin and cos measure 8.5 ns, complex128 exp and log 20-70 ns.
 SPLIT_NS = 0.8
