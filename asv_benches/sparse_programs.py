@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-NAMES = ["bratu", "ginzburg_landau", "graph", "reaction_diffusion", "bundle", "mesh_springs"]
+NAMES = ["bratu", "ginzburg_landau", "graph", "reaction_diffusion", "bundle", "mesh_springs", "fem"]
 
 
 def make_bratu(n: int, lam: float = 6.0):
@@ -160,6 +160,36 @@ def make_mesh_springs(n: int, stiffness: float = 1.0):
 
     flat = np.concatenate([grid, np.zeros((side * side, 1))], axis=1).astype(float)
     x0 = (flat + 0.1 * rng.standard_normal(flat.shape)).ravel()
+    return energy, x0, "hessian", gradient
+
+
+def make_fem(n: int):
+    """A P1 finite-element energy on a triangulated square, ``0.5 u.K u + 0.25 sum(u^4)``, element by element with ``einsum``."""
+    side = max(3, int(round(math.sqrt(n))))
+    ids = np.arange(side * side).reshape(side, side)
+    a, b, c, d = ids[:-1, :-1].ravel(), ids[:-1, 1:].ravel(), ids[1:, :-1].ravel(), ids[1:, 1:].ravel()
+    triangles = np.concatenate([np.stack([a, b, d], axis=1), np.stack([a, d, c], axis=1)])
+    h = 1.0 / (side - 1)
+    grid = np.stack(np.meshgrid(np.arange(side) * h, np.arange(side) * h, indexing="ij"), axis=-1).reshape(-1, 2)
+    p = grid[triangles]  # (elements, 3, 2)
+    e1, e2 = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+    area = 0.5 * np.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0])
+    # Gradients of the three hat functions: rotated opposite edges over twice the area.
+    opposite = p[:, [2, 0, 1]] - p[:, [1, 2, 0]]
+    grads = np.stack([-opposite[..., 1], opposite[..., 0]], axis=-1) / (2 * area[:, None, None])
+    stiffness = area[:, None, None] * np.einsum("eik,ejk->eij", grads, grads)
+
+    def energy(u):
+        ue = u[triangles]
+        return 0.5 * np.sum(ue * np.einsum("eij,ej->ei", stiffness, ue)) + 0.25 * np.sum(u**4)
+
+    def gradient(u):
+        forces = np.einsum("eij,ej->ei", stiffness, u[triangles])
+        g = u**3
+        np.add.at(g, triangles, forces)
+        return g
+
+    x0 = np.random.default_rng(6).standard_normal(side * side)
     return energy, x0, "hessian", gradient
 
 

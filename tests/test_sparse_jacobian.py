@@ -115,6 +115,29 @@ def tetrahedron_volumes(x):
     return np.linalg.det(edges) / 6.0
 
 
+ELEMENT_MATRICES = RNG.standard_normal((len(TRIANGLES), 3, 3))
+ELEMENT_MATRICES = ELEMENT_MATRICES + ELEMENT_MATRICES.transpose(0, 2, 1)
+
+
+def fem_energy(u):
+    """A finite-element energy: element matrices applied with ``einsum``, as FEM codes assemble."""
+    ue = u[TRIANGLES]
+    return 0.5 * np.sum(ue * np.einsum("eij,ej->ei", ELEMENT_MATRICES, ue)) + 0.25 * np.sum(u**4)
+
+
+def fem_energy_three_operands(u):
+    ue = u[TRIANGLES]
+    return 0.5 * np.sum(np.einsum("ei,eij,ej->e", ue, ELEMENT_MATRICES, ue)) + 0.25 * np.sum(u**4)
+
+
+def fem_residual(u):
+    """The matching residual, assembled with ``np.add.at``."""
+    forces = np.einsum("eij,ej->ei", ELEMENT_MATRICES, u[TRIANGLES])
+    out = np.zeros_like(u)
+    np.add.at(out, TRIANGLES, forces)
+    return out + u**3
+
+
 def spring_energy_einsum(x):
     """The same mesh's spring energy with squared lengths from ``einsum`` (a row-wise dot product)."""
     p = x.reshape(-1, 3)
@@ -164,6 +187,7 @@ SPARSE_PROGRAMS = {
         lambda: RNG.standard_normal(12),
     ),
     "tetrahedron_volumes": (tetrahedron_volumes, lambda: RNG.standard_normal(24)),
+    "fem_residual": (fem_residual, lambda: RNG.standard_normal(8)),
     "vecdot_rows": (lambda x: np.vecdot(x.reshape(4, 3), x.reshape(4, 3)[::-1]) * x[:4], lambda: RNG.standard_normal(12)),
     "einsum_transposed_output": (
         lambda x: np.einsum("ijk,kj->kji", x.reshape(2, 3, 2), np.arange(6.0).reshape(2, 3)).ravel() * x,
@@ -298,6 +322,8 @@ HESSIAN_PROGRAMS = {
     "mesh_springs_norm": (lambda x: np.sum((spring_lengths(x) - 1.0) ** 2), lambda: RNG.standard_normal(24)),
     "mesh_springs_einsum": (spring_energy_einsum, lambda: RNG.standard_normal(24)),
     "surface_area": (surface_area, lambda: RNG.standard_normal(24)),
+    "fem_energy": (fem_energy, lambda: RNG.standard_normal(8)),
+    "fem_energy_three_operands": (fem_energy_three_operands, lambda: RNG.standard_normal(8)),
     "volume_penalty": (lambda x: np.sum(tetrahedron_volumes(x) ** 2), lambda: RNG.standard_normal(24)),
     "row_statistics": (
         lambda x: np.sum(np.var(x.reshape(6, 4), axis=1) + np.sort(x.reshape(6, 4), axis=1)[:, -1] ** 2)
@@ -322,7 +348,8 @@ def test_mesh_hessians_stay_sparse(name, no_densify):
     assert H.nnz == 8 * 9 + 12 * 2 * 9  # a 3 x 3 block per vertex and two per edge
 
 
-@pytest.mark.parametrize("name", ["surface_area", "row_statistics", "log_sum_exp_rows"])
+@pytest.mark.parametrize("name", ["surface_area", "row_statistics", "log_sum_exp_rows", "fem_energy",
+                                  "fem_energy_three_operands"])
 def test_more_hessians_stay_sparse(name, no_densify):
     f, make_x = HESSIAN_PROGRAMS[name]
     H = tg.hessian(f, sparse=True)(make_x())
@@ -438,6 +465,7 @@ def test_product_with_inf_is_the_dense_product():
 
 # ------------------------------------------------------------------ random programs
 _B4 = RNG.standard_normal((4, 4))
+_E455 = RNG.standard_normal((4, 5, 5))
 _AT_ROWS, _AT_COLS = np.array([0, 1, 1, 3, 0]), np.array([2, 2, 4, 0, 2])
 
 
@@ -468,6 +496,7 @@ STEPS = [
     lambda a: np.sum(a, axis=0) + a,
     lambda a: np.linalg.norm(a, axis=1, keepdims=True) + a,
     lambda a: np.einsum("ij,ij->i", a, a[::-1])[:, None] * a,
+    lambda a: np.einsum("ij,ijk->ik", a, _E455) * a,  # a per-row matrix, as finite elements apply
 ]
 
 

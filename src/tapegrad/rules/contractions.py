@@ -22,6 +22,7 @@ element-wise rules.
 from __future__ import annotations
 
 import functools
+import math
 import string
 import warnings
 from typing import Any, Sequence
@@ -205,52 +206,65 @@ def _vjp_optimize(optimize: Any, n_operands: int) -> Any:
     return optimize if isinstance(optimize, str) else True
 
 
+#: A contraction is computed as a product and a sum only while the product (the
+#: einsum's whole iteration space) has at most this many times the cotangent's elements.
+_PRODUCT_SUM_WIDENING = 8
+
+
 @functools.lru_cache(maxsize=1024)
 def _product_sum_plan(contract: str) -> Any:
-    """``(g_axes, g_shape_labels, y_axes, summed)`` when ``contract`` (``"Zij,ij->Zi"``) is a product and a sum.
+    """``(terms, labels, axes, res)`` when ``contract`` may be computed as a product and a sum, else ``None``.
 
-    That is a two-operand contraction whose second operand's labels all belong
-    to the first (the product is no larger than the cotangent), with a label
-    shared by both operands and the result and at least one label summed:
-    NumPy's einsum cannot hand it to BLAS and sums it in an order of its own.
-    Otherwise ``None``.
+    That is a contraction of the cotangent with one or more arrays (no label
+    repeated inside a term) with a label common to every operand and the result
+    and at least one label summed away (``"Zij,ij->Zi"``; ``"Zei,eij->Zej"`` from
+    ``einsum("eij,ej->ei", K, u)``; ``"Ze,eij,ej->Zei"`` from an element energy
+    ``einsum("ei,eij,ej->e", u, K, u)``): NumPy's einsum cannot hand it to BLAS and
+    sums it in an order of its own.  ``labels`` orders the iteration space: the
+    result's labels, then the summed ones; ``axes[k]`` moves operand ``k``'s axes
+    into that order.
     """
     lhs, res = contract.split("->")
-    terms = lhs.split(",")
-    if len(terms) != 2:
+    terms = tuple(lhs.split(","))
+    if len(terms) < 2 or any(len(set(t)) != len(t) for t in terms + (res,)):
         return None
-    gl, yl = terms
-    if any(len(set(t)) != len(t) for t in (gl, yl, res)) or not set(yl) <= set(gl):
+    every = set().union(*terms)
+    if not set(res) <= every:
         return None
-    summed = [c for c in gl if c not in res]
-    if not summed or not (set(yl) & set(res)):
+    summed = "".join(dict.fromkeys(c for c in "".join(terms) if c not in res))
+    if not summed or not set(res).intersection(*map(set, terms)):
         return None
-    labels = res + "".join(summed)
-    return (
-        tuple(gl.index(c) for c in labels),
-        tuple(yl.index(c) for c in labels if c in yl),
-        tuple(c in yl for c in labels),
-        tuple(range(len(res), len(labels))),
-    )
+    labels = res + summed
+    return terms, labels, tuple(tuple(t.index(c) for c in labels if c in t) for t in terms), res
 
 
-def _product_sum(contract: str, g: Any, y: Any) -> Any:
-    """``einsum(contract, g, y)`` as ``sum(g * y)`` over the summed labels (see :func:`_product_sum_plan`), else ``None``.
+def _product_sum(contract: str, g: Any, others: Sequence[Any]) -> Any:
+    """``einsum(contract, g, *others)`` as ``sum(g * y1 * ...)`` over the summed labels, else ``None``.
 
-    The product and NumPy's sum are what the sweep's sparse batches compute
-    entry by entry, so a sparse Hessian through ``einsum("ij,ij->i", d, d)`` stays
-    sparse and gives the dense result's bits.
+    See :func:`_product_sum_plan`.  The products (left to right) and NumPy's sum are
+    what the sweep's sparse batches compute entry by entry, so a sparse Hessian
+    through ``einsum("ij,ij->i", d, d)`` or a finite-element ``einsum("eij,ej->ei", K, u)``
+    stays sparse and gives the dense result's bits.  ``None`` also when the
+    product would be more than :data:`_PRODUCT_SUM_WIDENING` times larger than ``g``
+    (einsum's loops then save the memory).
     """
     plan = _product_sum_plan(contract)
     if plan is None:
         return None
-    g_axes, y_axes, in_y, summed = plan
-    aligned_g = np.transpose(g, g_axes)
-    moved_y = np.transpose(y, y_axes)
-    y_shape = np.shape(moved_y)
-    sizes = iter(y_shape)
-    aligned_y = np.reshape(moved_y, tuple(next(sizes) if here else 1 for here in in_y))
-    return np.sum(aligned_g * aligned_y, axis=summed)
+    terms, labels, axes, res = plan
+    operands = (g,) + tuple(others)
+    sizes: dict = {}
+    for term, operand in zip(terms, operands):
+        for c, n in zip(term, np.shape(operand)):
+            if sizes.setdefault(c, n) != n:
+                return None  # a label of length 1 in one operand, broadcast by einsum
+    if math.prod(sizes[c] for c in labels) > _PRODUCT_SUM_WIDENING * max(1, math.prod(np.shape(g))):
+        return None
+    product = None
+    for term, operand, order in zip(terms, operands, axes):
+        aligned = np.reshape(np.transpose(operand, order), tuple(sizes[c] if c in term else 1 for c in labels))
+        product = aligned if product is None else product * aligned
+    return np.sum(product, axis=tuple(range(len(res), len(labels))))
 
 
 def _make_einsum_vjp(k: int):
@@ -258,7 +272,7 @@ def _make_einsum_vjp(k: int):
         nb = np.ndim(g) - np.ndim(ans)
         contract, kept, unique, diag = _vjp_plan(spec, k, nb)
         others = operands[:k] + operands[k + 1 :]
-        c = _product_sum(contract, g, others[0]) if len(others) == 1 else None
+        c = _product_sum(contract, g, others) if others else None
         if c is None:
             c = einsum_p(contract, g, *others, optimize=_vjp_optimize(optimize, len(others) + 1))
         term = _parse(spec)[0][k]
