@@ -297,6 +297,48 @@ def test_chunked_jacobian_peak_scales_with_chunk():
     np.testing.assert_allclose(tg.jacobian(f, chunk_size=40)(x), tg.jacobian(f)(x))
 
 
+def _bratu(u):
+    U = np.pad(u, 1)
+    return (U[2:, 1:-1] + U[:-2, 1:-1] + U[1:-1, 2:] + U[1:-1, :-2] - 4 * U[1:-1, 1:-1]) * 900.0 + 6.0 * np.exp(u)
+
+
+def test_jacobian_without_chunk_size_bounds_its_peak(monkeypatch):
+    """Without chunk_size, sweeps carry at most AUTO_CHUNK_BYTES of cotangents per value, and the rows are
+    written into the result as they come: the peak is about the Jacobian itself, not several times it."""
+    from tapegrad import requests
+
+    u = 0.1 * np.random.default_rng(1).random((30, 30))
+    result = 900 * 900 * 8
+    whole = _peak(lambda: tg.jacobian(_bratu, chunk_size=900)(u))  # one sweep for every row
+    monkeypatch.setattr(requests, "AUTO_CHUNK_BYTES", 1 << 18)  # 36 rows a sweep
+    auto = _peak(lambda: tg.jacobian(_bratu)(u))
+    assert whole > 3 * result, whole / result
+    assert auto < 1.6 * result, auto / result
+    np.testing.assert_array_equal(tg.jacobian(_bratu)(u), tg.jacobian(_bratu, chunk_size=900)(u))
+
+
+def test_automatic_chunks_give_one_sweeps_numbers(monkeypatch):
+    from tapegrad import requests
+
+    monkeypatch.setattr(requests, "AUTO_CHUNK_BYTES", 2048)
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal(40), rng.standard_normal((40, 40))
+
+    def f(x, w):  # rows 0-9 do not depend on x: chunks of unconnected rows for x
+        head = np.tanh(w[:10] @ np.ones(40))
+        tail = np.sqrt(np.maximum(w[10:] @ np.sin(x), 0)) + x[10:] ** 3
+        return np.concatenate([head, tail])
+
+    for argnums in (0, (0, 1)):
+        auto = tg.jacobian(f, argnums=argnums)(x, w)
+        one = tg.jacobian(f, argnums=argnums, chunk_size=40)(x, w)
+        for a, b in zip((auto,) if argnums == 0 else auto, (one,) if argnums == 0 else one):
+            np.testing.assert_array_equal(a, b)
+            assert a.flags.owndata and a.flags.writeable
+    np.testing.assert_array_equal(tg.hessian(lambda x: np.sum(f(x, w) ** 2))(x),
+                                  tg.hessian(lambda x: np.sum(f(x, w) ** 2), chunk_size=40)(x))
+
+
 def test_gradient_peak_of_long_elementwise_chain():
     x = np.random.default_rng(0).standard_normal(200_000)
 
