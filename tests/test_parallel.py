@@ -147,8 +147,10 @@ def test_one_thread_never_splits(monkeypatch):
         parallel.set_num_threads(before)
 
 
-def test_cheap_loops_are_not_split(monkeypatch):
-    """Only loops measured (once, on a sample) at SPLIT_NS per element or more are split."""
+@pytest.fixture
+def splits_counted(monkeypatch):
+    """Two threads, calls of 3000 elements or more eligible, ``add`` measured cheap, ``sin`` costly;
+    yields the list that gets one entry per split call."""
     monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
     monkeypatch.setattr(parallel, "_COST", {(np.add, "d"): 0.4, (np.sin, "d"): 9.0})
     calls = []
@@ -156,38 +158,33 @@ def test_cheap_loops_are_not_split(monkeypatch):
     monkeypatch.setattr(parallel, "_run", lambda *a: calls.append(1) or real_run(*a))
     before = parallel.num_threads()
     parallel.set_num_threads(2)
-    try:
-        x = np.linspace(0, 1, 5000)
-        parallel.call(np.add, (x, x))
-        assert calls == []
-        parallel.call(np.sin, (x,))
-        assert calls == [1]
-        got = parallel.call(np.cos, (x,))  # measured now, on a copy of 4096 elements
-        cost = parallel._COST[(np.cos, "d")]
-        assert cost > 0 and len(calls) == 1 + (cost >= parallel.SPLIT_NS)
-        assert np.array_equal(got, np.cos(x))
-    finally:
-        parallel.set_num_threads(before)
+    yield calls
+    parallel.set_num_threads(before)
 
 
-def test_from_split_any_elements_every_loop_is_split(monkeypatch):
+def test_cheap_loops_are_not_split(splits_counted):
+    """Only loops measured (once, on a sample) at SPLIT_NS per element or more are split."""
+    calls = splits_counted
+    x = np.linspace(0, 1, 5000)
+    parallel.call(np.add, (x, x))
+    assert calls == []
+    parallel.call(np.sin, (x,))
+    assert calls == [1]
+    got = parallel.call(np.cos, (x,))  # measured now, on a copy of 4096 elements
+    cost = parallel._COST[(np.cos, "d")]
+    assert cost > 0 and len(calls) == 1 + (cost >= parallel.SPLIT_NS)
+    assert np.array_equal(got, np.cos(x))
+
+
+def test_from_split_any_elements_every_loop_is_split(splits_counted, monkeypatch):
     """A cheap loop (memory-bound) is split too on arrays of SPLIT_ANY elements or more."""
-    monkeypatch.setattr(parallel, "MIN_SIZE", 3000)
     monkeypatch.setattr(parallel, "SPLIT_ANY", 8000)
-    monkeypatch.setattr(parallel, "_COST", {(np.add, "d"): 0.4})
-    calls = []
-    real_run = parallel._run
-    monkeypatch.setattr(parallel, "_run", lambda *a: calls.append(1) or real_run(*a))
-    before = parallel.num_threads()
-    parallel.set_num_threads(2)
-    try:
-        small, large = np.linspace(0, 1, 5000), np.linspace(0, 1, 8000)
-        parallel.call(np.add, (small, small))
-        assert calls == []
-        got = parallel.call(np.add, (large, -large[::-1]))
-        assert calls == [1] and np.array_equal(_bits(got), _bits(large - large[::-1]))
-    finally:
-        parallel.set_num_threads(before)
+    calls = splits_counted
+    small, large = np.linspace(0, 1, 5000), np.linspace(0, 1, 8000)
+    parallel.call(np.add, (small, small))
+    assert calls == []
+    got = parallel.call(np.add, (large, -large[::-1]))
+    assert calls == [1] and np.array_equal(_bits(got), _bits(large - large[::-1]))
 
 
 def test_large_cotangent_sums_are_split_with_the_same_bits(split, monkeypatch):
