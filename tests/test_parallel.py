@@ -13,7 +13,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import parallel
-from tapegrad.registry import RULE_TABLE
+from tapegrad.registry import RULE_TABLE, RULES
 from tapegrad.tape import Tape
 
 
@@ -368,3 +368,44 @@ def test_complex_intermediates_give_the_same_bits(split, monkeypatch):
     parallel.set_num_threads(1)
     for a, b in zip(split_results, (tg.grad(_wave)(x), tg.hvp(_wave)(x, v))):
         assert np.array_equal(_bits(a), _bits(b))
+
+
+
+TWINNED_RULES = [r for r in RULE_TABLE if r is not None and r.large_twin is not None]
+
+
+def test_large_twins_are_declared_for_the_arithmetic():
+    assert {r.key for r in TWINNED_RULES} >= {np.multiply, np.subtract, np.true_divide, np.negative, np.exp}
+    for rule in TWINNED_RULES:
+        twin = rule.large_twin
+        assert twin.number != rule.number and RULE_TABLE[twin.number] is twin
+        assert (twin.key, twin.name, twin.needs, twin.elementwise, twin.sparse) == (
+            rule.key, rule.name, rule.needs, rule.elementwise, rule.sparse)
+
+
+@pytest.mark.parametrize("rule", TWINNED_RULES, ids=lambda r: r.name)
+def test_large_twin_vjps_give_the_bits_of_the_rules_vjps(split, rule):
+    """What the sweep calls on the node of a large output (split across threads) is the VJP, bit for bit."""
+    rng = np.random.default_rng(5)
+    operands = [_values(rng, 10007, "any") for _ in range(rule.fun.nin)]
+    g = _values(rng, 10007, "any")
+    with np.errstate(all="ignore"):
+        ans = rule.fun(*operands)
+        for vjp, twin_vjp in zip(rule.vjps, rule.large_twin.vjps):
+            assert np.array_equal(_bits(twin_vjp(g, ans, *operands)), _bits(vjp(g, ans, *operands))), rule.name
+
+
+def test_the_recorder_gives_large_outputs_the_twin(monkeypatch):
+    from tapegrad import dispatch
+
+    monkeypatch.setattr(dispatch, "PARALLEL_LARGE", 15000)
+    numbers = {}
+    for n in (100, 10000, 20000):  # small; larger than a small value but under the bound; over it
+        with tg.GradientTape() as tape:
+            x = tape.watch(np.linspace(0.1, 1.0, n))
+            y = x * np.linspace(1.0, 2.0, n)
+        numbers[n] = tape._tape.nodes[-1][1]  # the rule number the node was recorded with
+        np.testing.assert_array_equal(tape.gradient(y, x), np.linspace(1.0, 2.0, n))
+    rule = RULES[np.multiply]
+    assert numbers[100] == numbers[10000] == rule.number
+    assert numbers[20000] == rule.large_twin.number

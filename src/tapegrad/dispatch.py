@@ -19,7 +19,7 @@ from .registry import (
     COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
 )
 from .array_types import follow_library
-from .parallel import call as parallel_call
+from .parallel import LARGE as PARALLEL_LARGE, call as parallel_call
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
@@ -368,6 +368,8 @@ def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: t
     """
     nodes = tape.nodes
     if ans.nbytes > PRUNE_BYTES:
+        if rule.large_twin is not None and ans.size >= PARALLEL_LARGE:
+            rule = rule.large_twin  # its VJPs split their one ufunc call across threads
         if remember and rule.remember and len(raw) == 1:
             # A nested tape's sweep comes after the inner one (the forward's outputs are
             # gone by then): it keeps them (cos(x) for the VJP of the traced sin(x)).

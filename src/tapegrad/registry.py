@@ -118,6 +118,11 @@ class Rule:
     #: functions opt in; tests/rules/test_elementwise_rules.py checks each one.  Only
     #: ``simple`` rules may set it (the fast paths do not check both).
     elementwise: bool = False
+    #: The same rule with VJPs that make their one ufunc call (``g * y``) through
+    #: :func:`tapegrad.parallel.call`, split across threads with the same bits: the
+    #: recorder records the nodes of large outputs with it (``dispatch._append``), so
+    #: the sweep of a small node pays nothing for it.  tapegrad's arithmetic opts in.
+    large_twin: Any = None
     #: For a two-input ufunc: the one-input ufunc that gives the same bits when both
     #: operands are one and the same real floating-point tracer (``x * x`` is
     #: ``np.square(x)``).  The recorder records that instead: one parent and one VJP

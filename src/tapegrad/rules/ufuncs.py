@@ -29,6 +29,7 @@ Points where the derivative does not exist, and what tapegrad returns there:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from numbers import Number
 
@@ -38,6 +39,7 @@ from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defvjp
 from ..memo import remembered
+from ..parallel import call as parallel_call
 
 _LN2 = math.log(2.0)  # Python floats: multiplying by them keeps float32 float32
 _LN10 = math.log(10.0)
@@ -91,6 +93,29 @@ _core(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs
 # np.divide is np.true_divide.
 _core(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
 _core(np.negative, lambda g, ans, x: -g, needs=((),))
+
+
+def _one_call(ufunc, operand):
+    """A VJP that is the one call ``ufunc(g, operand)`` (``-1``: the output; ``None``: ``ufunc(g)``),
+    split across threads on large plain arrays (the same bits as ``g * y``, ``-g``)."""
+    if operand is None:
+        return lambda g, ans, *args: parallel_call(ufunc, (g,))
+    if operand < 0:
+        return lambda g, ans, *args: parallel_call(ufunc, (g, ans))
+    return lambda g, ans, *args: parallel_call(ufunc, (g, args[operand]))
+
+
+def _large_twin(ufunc, *calls):
+    """Give ``ufunc``'s rule a twin (``Rule.large_twin``) whose VJPs listed in ``calls`` are one split call."""
+    rule = RULES[ufunc]
+    vjps = tuple(v if c is None else _one_call(*c) for v, c in zip(rule.vjps, calls))
+    rule.large_twin = dataclasses.replace(rule, vjps=vjps)
+
+
+_large_twin(np.subtract, None, (np.negative, None))
+_large_twin(np.multiply, (np.multiply, 1), (np.multiply, 0))
+_large_twin(np.true_divide, (np.true_divide, 1), None)
+_large_twin(np.negative, (np.negative, None))
 _core(np.positive, lambda g, ans, x: g, needs=((),))
 _core(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
 _core(np.square, lambda g, ans, x: (g * 2) * x, needs=((0,),))
@@ -121,6 +146,7 @@ _core(np.float_power, lambda g, ans, x, y: g * (y * np.float_power(x, y - 1)), _
 
 # --------------------------------------------------------------- exp and log
 _core(np.exp, lambda g, ans, x: g * ans, needs=((-1,),))
+_large_twin(np.exp, (np.multiply, -1))
 _core(np.exp2, lambda g, ans, x: (g * _LN2) * ans, needs=((-1,),))
 _core(np.expm1, lambda g, ans, x: g * (ans + 1), needs=((-1,),))
 _core(np.log, lambda g, ans, x: g / x, needs=((0,),))
