@@ -12,8 +12,9 @@ elements spends a third of its time in single-threaded ``sin`` and ``cos``
 
 The recorder calls this for the forward values of rules marked element-wise
 (``Rule.elementwise``), and a sweep for the ``cos(x)`` that ``sin``'s VJP needs
-when the forward did not compute it, and the sweep for large sums of
-cotangents.  From :data:`MIN_SIZE` elements, loops that take at least
+when the forward did not compute it, the sweep for large sums of cotangents,
+and the VJPs that are one ufunc call (``g * y``) on the nodes of large outputs
+(``Rule.large_twin``).  From :data:`MIN_SIZE` elements, loops that take at least
 :data:`SPLIT_NS` per element (timed once, on a sample in cache) are split; from
 :data:`SPLIT_ANY` elements every loop is, for two cores move a large product's
 memory faster than one.
