@@ -48,3 +48,28 @@ def smooth_field_energy(u: np.ndarray) -> np.ndarray:
     potential = np.log1p(u * u) + 0.1 * np.tanh(u) * u
     laplacian = u[2:] - 2.0 * u[1:-1] + u[:-2]
     return np.mean(potential) + 0.5 * np.mean(laplacian * laplacian)
+
+
+def spring_mesh_energy(x: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Elastic energy of springs along the ``edges`` of a mesh whose vertex coordinates are ``x`` (flat, 3 per vertex).
+
+    Written as mesh codes write it: gathered edge vectors and their lengths by
+    ``np.linalg.norm``.  Its Hessian is sparse: a 3 x 3 block per vertex and per edge.
+    """
+    p = x.reshape(-1, 3)
+    lengths = np.linalg.norm(p[edges[:, 0]] - p[edges[:, 1]], axis=1)
+    return 0.5 * np.sum((lengths - rest) ** 2)
+
+
+def grid_mesh(side: int) -> tuple:
+    """Vertices (flat, on the plane z = 0), edges and rest lengths of a triangulated ``side`` x ``side`` grid."""
+    ids = np.arange(side * side).reshape(side, side)
+    edges = np.concatenate([
+        np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1),
+        np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1),
+        np.stack([ids[:-1, :-1].ravel(), ids[1:, 1:].ravel()], axis=1),
+    ])
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), axis=-1).reshape(-1, 2)
+    vertices = np.concatenate([grid, np.zeros((side * side, 1))], axis=1).astype(float).ravel()
+    rest = np.linalg.norm(grid[edges[:, 0]] - grid[edges[:, 1]], axis=1)
+    return vertices, edges, rest
