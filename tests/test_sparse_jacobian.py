@@ -188,6 +188,14 @@ SPARSE_PROGRAMS = {
     ),
     "tetrahedron_volumes": (tetrahedron_volumes, lambda: RNG.standard_normal(24)),
     "fem_residual": (fem_residual, lambda: RNG.standard_normal(8)),
+    "prod_rows": (
+        lambda x: np.prod(x.reshape(4, 3), axis=1) + np.prod(x.reshape(4, 3), axis=0, keepdims=True).ravel()[[0, 1, 2, 0]],
+        lambda: RNG.standard_normal(12),
+    ),
+    "prod_with_zeros_where_initial": (
+        lambda x: np.prod(np.where(x > 0.3, x, 0.0).reshape(4, 3), axis=1, initial=2.0, where=np.array([True, False, True])),
+        lambda: RNG.standard_normal(12),
+    ),
     "vecdot_rows": (lambda x: np.vecdot(x.reshape(4, 3), x.reshape(4, 3)[::-1]) * x[:4], lambda: RNG.standard_normal(12)),
     "einsum_transposed_output": (
         lambda x: np.einsum("ijk,kj->kji", x.reshape(2, 3, 2), np.arange(6.0).reshape(2, 3)).ravel() * x,
@@ -323,6 +331,7 @@ HESSIAN_PROGRAMS = {
     "mesh_springs_einsum": (spring_energy_einsum, lambda: RNG.standard_normal(24)),
     "surface_area": (surface_area, lambda: RNG.standard_normal(24)),
     "fem_energy": (fem_energy, lambda: RNG.standard_normal(8)),
+    "prod_rows": (lambda x: np.sum(np.prod(x.reshape(6, 4), axis=1) ** 2), lambda: RNG.standard_normal(24)),
     "fem_energy_three_operands": (fem_energy_three_operands, lambda: RNG.standard_normal(8)),
     "volume_penalty": (lambda x: np.sum(tetrahedron_volumes(x) ** 2), lambda: RNG.standard_normal(24)),
     "row_statistics": (
@@ -349,7 +358,7 @@ def test_mesh_hessians_stay_sparse(name, no_densify):
 
 
 @pytest.mark.parametrize("name", ["surface_area", "row_statistics", "log_sum_exp_rows", "fem_energy",
-                                  "fem_energy_three_operands"])
+                                  "fem_energy_three_operands", "prod_rows"])
 def test_more_hessians_stay_sparse(name, no_densify):
     f, make_x = HESSIAN_PROGRAMS[name]
     H = tg.hessian(f, sparse=True)(make_x())

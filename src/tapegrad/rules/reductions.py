@@ -278,7 +278,7 @@ def _prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initia
     return _where_mask(unreduce(g, shape, axis, keepdims) * others, where)
 
 
-defvjp(np.prod, _prod_vjp, note="exact with zeros (exclusive cumulative products, no division)")
+defvjp(np.prod, _prod_vjp, note="exact with zeros (exclusive cumulative products, no division)", sparse=True)
 
 
 # --------------------------------------------------------------- differences, trapezoid
