@@ -83,18 +83,6 @@ def _nonzero(a):
     return np.where(a == 0, 1, a)
 
 
-# --------------------------------------------------------------- arithmetic
-# Constant factors go onto the cotangent first, ``(g * 2) * x`` rather than
-# ``g * (x * 2)``: inside a traced gradient ``g`` is often a plain array, so the
-# first product records nothing and a Hessian's sweep has one node less.
-_core(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
-_core(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
-_core(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
-# np.divide is np.true_divide.
-_core(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
-_core(np.negative, lambda g, ans, x: -g, needs=((),))
-
-
 def _one_call(ufunc, operand):
     """A VJP that is the one call ``ufunc(g, operand)`` (``-1``: the output; ``None``: ``ufunc(g)``),
     split across threads on large plain arrays (the same bits as ``g * y``, ``-g``)."""
@@ -112,15 +100,26 @@ def _large_twin(ufunc, *calls):
     rule.large_twin = dataclasses.replace(rule, vjps=vjps)
 
 
-_large_twin(np.subtract, None, (np.negative, None))
-_large_twin(np.multiply, (np.multiply, 1), (np.multiply, 0))
-_large_twin(np.true_divide, (np.true_divide, 1), None)
-_large_twin(np.negative, (np.negative, None))
+# --------------------------------------------------------------- arithmetic
+# Constant factors go onto the cotangent first, ``(g * 2) * x`` rather than
+# ``g * (x * 2)``: inside a traced gradient ``g`` is often a plain array, so the
+# first product records nothing and a Hessian's sweep has one node less.
+_core(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, needs=((), ()))
+_core(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, needs=((), ()))
+_core(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x, needs=((1,), (0,)))
+# np.divide is np.true_divide.
+_core(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y, needs=((1,), (1, -1)))
+_core(np.negative, lambda g, ans, x: -g, needs=((),))
 _core(np.positive, lambda g, ans, x: g, needs=((),))
 _core(np.reciprocal, lambda g, ans, x: -g * ans * ans, needs=((-1,),))
 _core(np.square, lambda g, ans, x: (g * 2) * x, needs=((0,),))
 # NumPy's square loop is the product of the element with itself: the same bits as x * x.
 RULES[np.multiply].same_operands = np.square
+# (Twins copy their rule whole: made once every attribute is set.)
+_large_twin(np.subtract, None, (np.negative, None))
+_large_twin(np.multiply, (np.multiply, 1), (np.multiply, 0))
+_large_twin(np.true_divide, (np.true_divide, 1), None)
+_large_twin(np.negative, (np.negative, None))
 
 
 def _power_base(g, ans, x, y):
