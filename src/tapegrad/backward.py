@@ -31,7 +31,7 @@ from .banded import BandedCotangent, plain
 from .sparse_batch import SparseCotangent
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
-from .parallel import LARGE, call as parallel_call
+from .parallel import MIN_SIZE as LARGE, call as parallel_call  # below MIN_SIZE a split never pays
 from .registry import RULE_TABLE
 from .tape import FITTED, INDEX, N_OUT, RELEASED, Node, Tape, parent_runs
 from .tracer import Tracer, strip

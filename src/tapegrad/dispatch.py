@@ -19,7 +19,7 @@ from .registry import (
     COMPOSITE, CONSTANT, CONSTANT_ARG, DISPATCHED, PRIMITIVE, RULES, UNTRACED, Rule, function_name, lookup,
 )
 from .array_types import follow_library
-from .parallel import LARGE as PARALLEL_LARGE, call as parallel_call
+from .parallel import MIN_SIZE as PARALLEL_LARGE, call as parallel_call
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all

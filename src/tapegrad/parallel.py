@@ -41,7 +41,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["LARGE", "MIN_SIZE", "SPLIT_ANY", "SPLIT_NS", "call", "num_threads", "set_num_threads", "splittable"]
+__all__ = ["MIN_SIZE", "SPLIT_ANY", "SPLIT_NS", "call", "num_threads", "set_num_threads", "splittable"]
 
 #: Fewer elements than this run in one call: handing a chunk to another thread
 #: costs tens of microseconds, about what 2^18 products take.
@@ -65,8 +65,6 @@ SPLIT_NS = 0.8
 #: cannot see that: a large product is bound by memory traffic, which two cores
 #: still move faster than one.  (At 2 * 10^5 the hand-over cost more than it saved.)
 SPLIT_ANY = 1 << 19
-#: Callers hand arrays of at least this many elements to :func:`call` (below it a split never pays).
-LARGE = MIN_SIZE
 # Elements in the sample that _loop_cost times (32 KiB of float64).
 _SAMPLE = 4096
 _FLOAT64 = np.dtype(np.float64)
@@ -294,4 +292,3 @@ def call(ufunc: Callable[..., Any], operands: Sequence[Any]) -> Any:
     if _run(size, task, threads):
         return ufunc(*operands)  # NumPy reports the error as the one-thread call would
     return result
-

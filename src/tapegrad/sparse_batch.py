@@ -913,59 +913,6 @@ def _matmul(a: Any, b: Any) -> Any:
     return out
 
 
-def _einsum(subscripts: Any, *operands: Any, out: Any = None, optimize: Any = False, **kwargs: Any) -> Any:
-    """``np.einsum(spec, g, y)`` of a sparse batch ``g`` (batch label first) and a plain ``y`` when nothing is summed.
-
-    The two operands are aligned on the result's labels (a permutation of the
-    batch's value axes and length-1 axes where a label is ``y``'s alone) and
-    multiplied entry by entry, which is what NumPy computes for such an output
-    element: one product (``"Zi,ij->Zij"``, the VJP of ``einsum("ij,ij->i", d, d)``).
-    A label summed away (``"Zij,ij->Zi"``) gives ``None``, as do repeated labels,
-    ellipses, more operands or a ``y`` that is not a plain numeric array: the
-    dense path.  NumPy's einsum sums such a label in an order of its own, which
-    depends on the operands' memory layout (with fused multiply-adds on a
-    C-ordered batch, one term after the other on a batch-last one): no sum of
-    entries gives its bits in general.
-    """
-    if out is not None or kwargs or len(operands) != 2 or type(subscripts) is not str:
-        return None
-    g, y = operands
-    if type(g) is not SparseCotangent or type(y) is not np.ndarray or y.dtype.kind not in "biufc":
-        return None
-    spec = subscripts.replace(" ", "")
-    if "->" not in spec or "." in spec:
-        return None
-    lhs, res = spec.split("->")
-    terms = lhs.split(",")
-    if len(terms) != 2:
-        return None
-    gl, yl = terms
-    if len(gl) != g.ndim or len(yl) != y.ndim or not res or res[0] != gl[0] or gl[0] in yl:
-        return None
-    if any(len(set(t)) != len(t) for t in (gl, yl, res)) or not set(res) <= set(gl) | set(yl):
-        return None
-    sizes = dict(zip(gl, g.shape))
-    for c, n in zip(yl, y.shape):
-        if sizes.setdefault(c, n) != n:
-            return None
-    if not set(gl) | set(yl) <= set(res):
-        return None
-    labels = res
-    g_order = [c for c in labels if c in gl]
-    aligned = g if g_order == list(gl) else _transpose(g, [gl.index(c) for c in g_order])
-    if aligned is None:
-        return None
-    shape = tuple(sizes[c] if c in gl else 1 for c in labels)
-    if shape != aligned.shape:
-        aligned = _reshape(aligned, shape)
-        if aligned is None:
-            return None
-    factor = np.transpose(y, [yl.index(c) for c in labels if c in yl]).reshape(
-        tuple(sizes[c] if c in yl else 1 for c in labels)
-    )
-    return aligned._scaled(factor, np.multiply, True)
-
-
 _UFUNCS: Dict[np.ufunc, Callable[..., Any]] = {
     np.matmul: _matmul,
     np.multiply: _binary(np.multiply, True),
@@ -1162,7 +1109,6 @@ _FUNCTIONS: Dict[Any, Callable[..., Any]] = {
     np.result_type: _result_type,
     np.where: _where,
     np.sum: _sum,
-    np.einsum: _einsum,
     np.transpose: _transpose,
     np.swapaxes: _swapaxes,
     np.moveaxis: _moveaxis,

@@ -206,23 +206,24 @@ def _vjp_optimize(optimize: Any, n_operands: int) -> Any:
     return optimize if isinstance(optimize, str) else True
 
 
-#: A contraction is computed as a product and a sum only while the product (the
+#: A contraction that sums is computed as a product and a sum only while the product (the
 #: einsum's whole iteration space) has at most this many times the cotangent's elements.
 _PRODUCT_SUM_WIDENING = 8
 
 
 @functools.lru_cache(maxsize=1024)
 def _product_sum_plan(contract: str) -> Any:
-    """``(terms, labels, axes, res)`` when ``contract`` may be computed as a product and a sum, else ``None``.
+    """``(terms, labels, axes, res)`` when ``contract`` may be computed as products (and a sum), else ``None``.
 
     That is a contraction of the cotangent with one or more arrays (no label
-    repeated inside a term) with a label common to every operand and the result
-    and at least one label summed away (``"Zij,ij->Zi"``; ``"Zei,eij->Zej"`` from
-    ``einsum("eij,ej->ei", K, u)``; ``"Ze,eij,ej->Zei"`` from an element energy
-    ``einsum("ei,eij,ej->e", u, K, u)``): NumPy's einsum cannot hand it to BLAS and
-    sums it in an order of its own.  ``labels`` orders the iteration space: the
-    result's labels, then the summed ones; ``axes[k]`` moves operand ``k``'s axes
-    into that order.
+    repeated inside a term) that either sums nothing (``"Zi,ij->Zij"``, the VJP
+    of ``einsum("ij,ij->i", d, d)``: each output element is one product) or has a
+    label common to every operand and the result and at least one label summed
+    away (``"Zij,ij->Zi"``; ``"Zei,eij->Zej"`` from ``einsum("eij,ej->ei", K, u)``;
+    ``"Ze,eij,ej->Zei"`` from ``einsum("ei,eij,ej->e", u, K, u)``): NumPy's einsum
+    cannot hand that to BLAS and sums it in an order of its own.  ``labels``
+    orders the iteration space: the result's labels, then the summed ones;
+    ``axes[k]`` moves operand ``k``'s axes into that order.
     """
     lhs, res = contract.split("->")
     terms = tuple(lhs.split(","))
@@ -232,21 +233,22 @@ def _product_sum_plan(contract: str) -> Any:
     if not set(res) <= every:
         return None
     summed = "".join(dict.fromkeys(c for c in "".join(terms) if c not in res))
-    if not summed or not set(res).intersection(*map(set, terms)):
+    if summed and not set(res).intersection(*map(set, terms)):
         return None
     labels = res + summed
     return terms, labels, tuple(tuple(t.index(c) for c in labels if c in t) for t in terms), res
 
 
 def _product_sum(contract: str, g: Any, others: Sequence[Any]) -> Any:
-    """``einsum(contract, g, *others)`` as ``sum(g * y1 * ...)`` over the summed labels, else ``None``.
+    """``einsum(contract, g, *others)`` as ``g * y1 * ...``, summed over the summed labels, else ``None``.
 
     See :func:`_product_sum_plan`.  The products (left to right) and NumPy's sum are
-    what the sweep's sparse batches compute entry by entry, so a sparse Hessian
-    through ``einsum("ij,ij->i", d, d)`` or a finite-element ``einsum("eij,ej->ei", K, u)``
-    stays sparse and gives the dense result's bits.  ``None`` also when the
-    product would be more than :data:`_PRODUCT_SUM_WIDENING` times larger than ``g``
-    (einsum's loops then save the memory).
+    what the sweep's sparse batches compute entry by entry (and the one code for
+    dense and sparse cotangents alike), so a sparse Hessian through
+    ``einsum("ij,ij->i", d, d)`` or a finite-element ``einsum("eij,ej->ei", K, u)``
+    stays sparse and gives the dense result's bits.  ``None`` also when a sum's
+    product would be more than :data:`_PRODUCT_SUM_WIDENING` times larger than
+    ``g`` (einsum's loops then save the memory).
     """
     plan = _product_sum_plan(contract)
     if plan is None:
@@ -258,13 +260,14 @@ def _product_sum(contract: str, g: Any, others: Sequence[Any]) -> Any:
         for c, n in zip(term, np.shape(operand)):
             if sizes.setdefault(c, n) != n:
                 return None  # a label of length 1 in one operand, broadcast by einsum
-    if math.prod(sizes[c] for c in labels) > _PRODUCT_SUM_WIDENING * max(1, math.prod(np.shape(g))):
+    summed = len(labels) > len(res)
+    if summed and math.prod(sizes[c] for c in labels) > _PRODUCT_SUM_WIDENING * max(1, math.prod(np.shape(g))):
         return None
     product = None
     for term, operand, order in zip(terms, operands, axes):
         aligned = np.reshape(np.transpose(operand, order), tuple(sizes[c] if c in term else 1 for c in labels))
         product = aligned if product is None else product * aligned
-    return np.sum(product, axis=tuple(range(len(res), len(labels))))
+    return np.sum(product, axis=tuple(range(len(res), len(labels)))) if summed else product
 
 
 def _make_einsum_vjp(k: int):
@@ -293,8 +296,8 @@ def _make_einsum_vjp(k: int):
     return vjp
 
 
-# The VJPs contract a sparse batch as the sweep hands it over (sparse_batch handles
-# two-operand products and short sums; anything else builds the dense batch there).
+# The VJPs contract a sparse batch as products and sums (_product_sum); any other
+# contraction builds the dense batch (sparse_batch has no einsum).
 defvjp(einsum_p, CONSTANT_ARG, *[_make_einsum_vjp(k) for k in range(_MAX_OPERANDS)], sparse=True)
 
 
