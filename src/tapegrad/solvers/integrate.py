@@ -536,6 +536,20 @@ def _knot_sum(pieces: np.ndarray, knots_t: list, knots_p: np.ndarray, integrand:
     return sum(terms[1:], terms[0])
 
 
+def _refined(total: Callable[[np.ndarray], Any], intervals: np.ndarray, reproduces: Callable[[Any], bool]) -> tuple:
+    """``(total(pieces), True)`` for SciPy's ``intervals`` halved until the traced sum ``reproduces`` SciPy's value.
+
+    At most five tries (every interval halved between two); ``(last sum, False)`` when none reproduces it.
+    """
+    for _ in range(5):
+        traced = total(intervals)
+        if reproduces(traced):
+            return traced, True
+        mid = intervals.mean(axis=1)
+        intervals = np.concatenate([np.stack([intervals[:, 0], mid], 1), np.stack([mid, intervals[:, 1]], 1)])
+    return traced, False
+
+
 def _quad(*args: Any, **kwargs: Any) -> Any:
     call = Call(_int.quad, args, kwargs, ("func",))
     out = call.run()
@@ -591,13 +605,8 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
         return sign * ((w / u ** 2) @ np.stack(vals))
 
     target = max(10.0 * float(abserr), 1e-12 * abs(float(value)), 1e-300)
-    for _ in range(5):
-        traced = total(intervals)
-        if abs(float(strip(traced)) - float(value)) <= target:
-            break
-        mid = intervals.mean(axis=1)
-        intervals = np.concatenate([np.stack([intervals[:, 0], mid], 1), np.stack([mid, intervals[:, 1]], 1)])
-    else:
+    traced, reproduced = _refined(total, intervals, lambda t: abs(float(strip(t)) - float(value)) <= target)
+    if not reproduced:
         raise NonDifferentiableArgumentError(
             f"{name}: tapegrad's quadrature of the derivative could not reproduce SciPy's value "
             f"({float(strip(traced))!r} against {float(value)!r}, error estimate {float(abserr):.3g}), "
@@ -653,13 +662,10 @@ def _quad_vec(*args: Any, **kwargs: Any) -> Any:
 
     value_norm = float(np.linalg.norm(np.ravel(value)))
     target = max(10.0 * float(err), 1e-12 * value_norm, 1e-300)
-    for _ in range(5):
-        traced = total(intervals)
-        if float(np.linalg.norm(np.ravel(strip(traced) - value))) <= target:
-            break
-        mid = intervals.mean(axis=1)
-        intervals = np.concatenate([np.stack([intervals[:, 0], mid], 1), np.stack([mid, intervals[:, 1]], 1)])
-    else:
+    traced, reproduced = _refined(
+        total, intervals, lambda t: float(np.linalg.norm(np.ravel(strip(t) - value))) <= target
+    )
+    if not reproduced:
         raise NonDifferentiableArgumentError(
             f"{name}: tapegrad's quadrature of the derivative could not reproduce SciPy's value "
             f"(error estimate {float(err):.3g}), so it cannot vouch for the derivative. Split the "
