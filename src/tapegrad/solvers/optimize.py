@@ -522,8 +522,7 @@ def _minimize_scalar(*args: Any, **kwargs: Any) -> Any:
         return out
     fun, fargs = call.get("fun"), _args_tuple(call.get("args"))
 
-    def objective(x: Any) -> Any:
-        return fun(x, *fargs)
+    objective = _first_output(fun, fargs, False)
 
     bounds = call.get("bounds")
     method = call.get("method")
@@ -546,8 +545,7 @@ def _scalar_legacy(key: Any, bounds_names: Any = None) -> Callable[..., Any]:
             return out
         func, fargs = call.get("func"), _args_tuple(call.get("args"))
 
-        def objective(x: Any) -> Any:
-            return func(x, *fargs)
+        objective = _first_output(func, fargs, False)
 
         bounds = None if bounds_names is None else tuple(call.get(n) for n in bounds_names)
         full = bool(call.get("full_output"))
@@ -657,8 +655,7 @@ def _fmin_slsqp(*args: Any, **kwargs: Any) -> Any:
             constraints.append({"type": kind, "fun": call.get(name), "args": fargs})
     full = bool(call.get("full_output"))
 
-    def objective(x: Any) -> Any:
-        return func(x, *fargs)
+    objective = _first_output(func, fargs, False)
 
     bounds = call.get("bounds") or None
     if constraints:
@@ -701,8 +698,7 @@ def _global_min(key: Any) -> Callable[..., Any]:
             return out
         func, fargs = call.get("func"), _args_tuple(call.get("args"))
 
-        def objective(x: Any) -> Any:
-            return func(x, *fargs)
+        objective = _first_output(func, fargs, False)
 
         constraints = call.values.get("constraints")
         if isinstance(constraints, (dict, _opt.NonlinearConstraint, _opt.LinearConstraint)):
