@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-__all__ = ["SparseCotangent", "DenseBatchTooLarge", "MAX_DENSE_BYTES", "densify"]
+__all__ = ["SparseCotangent", "DenseBatchTooLarge", "MAX_DENSE_BYTES", "densify", "reduceat_segments"]
 
 #: The largest dense array (in bytes) a sparse batch builds when a call needs one.
 MAX_DENSE_BYTES = 1 << 28
@@ -695,7 +695,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
 
         ``None`` when segments overlap (the caller takes the dense path).
         """
-        seg, pos = _segments(indices, self.shape[-1])
+        seg, pos = reduceat_segments(indices, self.shape[-1])
         n = self.shape[-1]
         if np.bincount(pos, minlength=n).max(initial=0) > 1:
             return None
@@ -720,7 +720,7 @@ class SparseCotangent(NDArrayOperatorsMixin):
 
         Members of several segments add up in segment order (as ``np.add.at`` does).
         """
-        seg, pos = _segments(indices, n)
+        seg, pos = reduceat_segments(indices, n)
         lead = self.shape[1:-1]
         gathered = self.gather(self._slot_ids()[..., seg])
         target = np.arange(math.prod(lead) * n, dtype=np.intp).reshape(lead + (n,))[..., pos]
@@ -819,8 +819,12 @@ def _fancy_batch_last(value_key: tuple, ndim: int) -> Optional[bool]:
         return False
 
 
-def _segments(indices: Any, n: int) -> tuple:
-    """``(segment, position)`` pairs of ``np.add.reduceat`` along an axis of length ``n``."""
+def reduceat_segments(indices: Any, n: int) -> tuple:
+    """``(segment, position)`` pairs of ``np.add.reduceat`` along an axis of length ``n``.
+
+    Segment ``j`` covers ``[i_j, i_j+1)``, or just ``i_j`` where the indices do not increase
+    (the rules of ``add.reduceat`` use it too).
+    """
     idx = np.asarray(indices, dtype=np.intp)
     ends = np.append(idx[1:], n)
     ends = np.where(ends > idx, ends, idx + 1)

@@ -39,7 +39,7 @@ import numpy as np
 from ..dispatch import primitive, strip, strip_all
 from ..errors import GradientDroppedError, UnsupportedFunctionError
 from ..registry import CONSTANT, RESOLVERS, RULES, Rule, defcomposite, defconstant, defvjp
-from ..sparse_batch import SparseCotangent
+from ..sparse_batch import SparseCotangent, reduceat_segments
 from ..tracer import Tracer
 from ..views import write as _write
 
@@ -68,17 +68,6 @@ defvjp(cumsum_last, lambda g, ans, x: rcumsum_last(g))
 defvjp(rcumsum_last, lambda g, ans, g0: cumsum_last(g))
 
 
-def _segments(indices, n):
-    """``(segment, position)`` pairs of ``add.reduceat``: segment j covers ``[i_j, i_j+1)`` or just ``i_j``."""
-    idx = np.asarray(indices, dtype=np.intp)
-    ends = np.append(idx[1:], n)
-    ends = np.where(ends > idx, ends, idx + 1)
-    lengths = ends - idx
-    seg = np.repeat(np.arange(idx.size), lengths)
-    pos = np.arange(seg.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + idx[seg]
-    return seg, pos
-
-
 def _add_reduceat_last(x, indices):
     if type(x) is SparseCotangent:  # a sparse Jacobian's batch: segment sums of its columns
         out = x.segment_sums(indices)
@@ -92,7 +81,7 @@ def _add_reduceat_transpose(g, indices, n):
     # would reach the np.add.at below with a tracer and raise a clear error.
     if type(g) is SparseCotangent:  # a sparse Jacobian's batch: columns sent back to the segments' members
         return g.segments_spread(indices, n)
-    seg, pos = _segments(indices, n)
+    seg, pos = reduceat_segments(indices, n)
     out = np.zeros((n,) + np.shape(g)[:-1], dtype=np.result_type(g))
     np.add.at(out, pos, np.moveaxis(g[..., seg], -1, 0))
     return np.moveaxis(out, 0, -1)
