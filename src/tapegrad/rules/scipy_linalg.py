@@ -18,7 +18,11 @@ through the door to these very rules, so second order needs nothing more.
   ``fractional_matrix_power``) use one identity: for such an ``f``,
   ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` where ``L_f`` is
   the Frechet derivative, and ``L_f(A, .)`` has the adjoint ``L_f(A^T, .)``.
-  So the VJP is the upper right block of ``f([[A^T, G], [0, A^T]])``.
+  So the VJP is the upper right block of ``f([[A^T, G], [0, A^T]])``;
+  for ``logm``, ``sqrtm`` and ``fractional_matrix_power`` (a branch cut) it
+  is computed from ``A``'s own Schur form, so that every copy of an
+  eigenvalue in the block matrix takes SciPy's branch, at every order
+  (:mod:`tapegrad.rules.scipy_matfun`).
 * Solvers (``solve``, ``solve_triangular``, ``cho_solve``, ``lu_solve``,
   ``solve_banded``, ``solveh_banded``, Sylvester and Lyapunov equations)
   differentiate the equation: the cotangent of the right-hand side solves the
@@ -57,7 +61,6 @@ tracer.
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any
 
 import numpy as np
@@ -67,6 +70,7 @@ from ..dispatch import primitive, strip, strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercepted
 from ._util import swap_last as _T
+from .scipy_matfun import block_adjoint as _block_adjoint, branch_adjoint
 
 # ---------------------------------------------------------------- helpers
 
@@ -979,24 +983,8 @@ defcomposite(intercepted(sl.khatri_rao), _khatri_rao)
 
 
 # ---------------------------------------------------------------- primary matrix functions
-def _block_adjoint(f: Any, a: Any, g: Any, *extra: Any) -> Any:
-    """``L_f(A^T, G)``: the upper right block of ``f([[A^T, G], [0, A^T]])`` (batch axes of ``g`` kept).
-
-    The block matrix repeats every eigenvalue of ``A``, so SciPy's conditioning
-    warnings about it say nothing about the user's matrix: they are silenced.
-    """
-    n = np.shape(a)[-1]
-    at = np.broadcast_to(_T(a), np.broadcast_shapes(np.shape(a), np.shape(g)))
-    g = np.broadcast_to(g, np.shape(at))
-    zero = np.zeros(np.shape(at), dtype=np.result_type(at, g))
-    block = np.concatenate([np.concatenate([at, g], -1), np.concatenate([zero, at], -1)], -2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = f(block, *extra)
-    return out[..., :n, n:]
-
-
-def _matrix_function(f: Any, *, n_extra: int = 0) -> None:
+def _matrix_function(f: Any, adjoint: Any, *, n_extra: int = 0) -> None:
+    """Register ``f``'s VJP ``L_f(A^T, G)``, computed by ``adjoint`` (see :mod:`tapegrad.rules.scipy_matfun`)."""
     name = f.__name__
 
     def vjp(g, ans, a, *args, **kwargs):
@@ -1005,16 +993,19 @@ def _matrix_function(f: Any, *, n_extra: int = 0) -> None:
             if not _absent(g[1]):
                 raise _refuse(name, "a cotangent on the error estimate of disp=False.")
             g = g[0]
-        out = _block_adjoint(f, a, g, *extra)
+        out = adjoint(f, a, g, *extra)
         return out if np.iscomplexobj(a) or not np.iscomplexobj(out) else np.real(out)
 
     vjps = [vjp] + [None] * n_extra
-    _scipy_rule(f, *vjps, note="VJP: f([[A^T, G], [0, A^T]]) (Frechet derivative adjoint)")
+    how = "; A's Schur form, one branch for every copy of an eigenvalue" if adjoint is branch_adjoint else ""
+    _scipy_rule(f, *vjps, note="VJP: f([[A^T, G], [0, A^T]]) (Frechet derivative adjoint)" + how)
 
 
-for _f in (sl.expm, sl.logm, sl.sqrtm, sl.cosm, sl.sinm, sl.tanm, sl.coshm, sl.sinhm, sl.tanhm):
-    _matrix_function(_f)
-_matrix_function(sl.fractional_matrix_power, n_extra=1)
+for _f in (sl.expm, sl.cosm, sl.sinm, sl.tanm, sl.coshm, sl.sinhm, sl.tanhm):
+    _matrix_function(_f, _block_adjoint)
+for _f in (sl.logm, sl.sqrtm):  # branch cut on the negative real axis
+    _matrix_function(_f, branch_adjoint)
+_matrix_function(sl.fractional_matrix_power, branch_adjoint, n_extra=1)
 
 
 def _expm_frechet_grads(g, ans, a, e, compute_expm):
