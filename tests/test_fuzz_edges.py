@@ -1,0 +1,139 @@
+"""Differential fuzzing at the edges of tapegrad's reach (issue 30).
+
+Hypothesis draws what the plain fuzzer (``tests/test_fuzz.py``) does not:
+
+* matrix functions of SciPy with a branch cut (``sqrtm``, ``logm``,
+  ``fractional_matrix_power``) and without (``expm``, ``cosm``, ``tanhm``),
+  composed with ``real``/``imag``/``abs``, on real matrices with negative and
+  complex-conjugate eigenvalues, on complex matrices and on stacks, checked at
+  first order against central differences and at second order (an HVP, the
+  gradient of a directional derivative) against central differences of the
+  gradient; and the dense Hessian against stacked HVPs.
+
+Every check compares numbers; a drawn matrix whose function is too
+ill-conditioned for finite differences to mean anything (an eigenvalue within
+reach of the branch cut's end, 0) is discarded with ``assume``, not compared.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+import tapegrad as tg
+
+sl = pytest.importorskip("scipy.linalg")
+
+pytestmark = pytest.mark.fuzz
+
+edge_settings = settings(max_examples=settings().max_examples * 2)
+
+MATRIX_FUNCTIONS = {
+    "sqrtm": sl.sqrtm,
+    "logm": sl.logm,
+    "fmp": lambda a: sl.fractional_matrix_power(a, 0.35),
+    "fmp-neg": lambda a: sl.fractional_matrix_power(a, -0.6),
+    "expm": sl.expm,
+    "cosm": sl.cosm,
+    "tanhm": sl.tanhm,
+}
+PARTS = {
+    "real": np.real,
+    "imag": np.imag,
+    "abs2": lambda z: np.real(z * np.conj(z)),
+}
+
+
+@st.composite
+def matrices(draw):
+    """A small real or complex matrix (or a stack of two) with eigenvalues drawn where the cuts are."""
+    n = draw(st.integers(2, 4))
+    seed = draw(st.integers(0, 2**16))
+    kind = draw(st.sampled_from(["negative", "pair", "general", "complex", "stack"]))
+    rng = np.random.default_rng(seed)
+
+    def one(kind):
+        q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+        eig = rng.uniform(0.3, 2.0, n) * rng.choice([-1.0, 1.0], n)
+        core = np.diag(eig)
+        if kind == "pair":
+            core[:2, :2] = [[eig[0], 1.5], [-1.5, eig[0]]]
+        if kind == "general":
+            return rng.standard_normal((n, n)) + 0.5 * np.eye(n)
+        if kind == "complex":
+            return core + 0.4 * (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n)))
+        return q @ core @ q.T + 0.2 * rng.standard_normal((n, n))
+
+    x = np.stack([one("negative"), one("pair")]) if kind == "stack" else one(kind)
+    return x, seed
+
+
+def _real_parts(x):
+    """A complex input is differentiated as a function of its real and imaginary parts."""
+    return np.stack([x.real, x.imag]) if np.iscomplexobj(x) else x
+
+
+def _rebuild(p, complex_input):
+    return p[0] + 1j * p[1] if complex_input else p
+
+
+def _well_conditioned(fun, x):
+    """Discard points where the function's own value is too sensitive for differences (near 0, the cut's end)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eig = np.linalg.eigvals(x)
+        assume(np.min(np.abs(eig)) > 0.15)
+        value = fun(x)
+    assume(np.all(np.isfinite(value)) and np.abs(value).max() < 1e3)
+
+
+def _directional(f, x, u, eps):
+    return (f(x + eps * u) - f(x - eps * u)) / (2 * eps)
+
+
+def _smooth_difference(f, x, u):
+    """Central difference along ``u``, kept only where two steps agree (no rounding-level jumps)."""
+    fine, coarse = _directional(f, x, u, 1e-6), _directional(f, x, u, 1e-5)
+    assume(abs(fine - coarse) <= 1e-5 * (1 + abs(fine)))
+    return fine
+
+
+@edge_settings
+@given(matrices(), st.sampled_from(sorted(MATRIX_FUNCTIONS)), st.sampled_from(sorted(PARTS)))
+def test_matrix_function_first_and_second_order(drawn, name, part):
+    x, seed = drawn
+    fun = MATRIX_FUNCTIONS[name]
+    _well_conditioned(fun, x)
+    complex_input = np.iscomplexobj(x)
+    rng = np.random.default_rng(seed + 1)
+    weights = rng.standard_normal(x.shape)
+
+    def loss(p):
+        return np.sum(PARTS[part](fun(_rebuild(p, complex_input))) * weights)
+
+    p = _real_parts(x)
+    u = rng.standard_normal(p.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grad = tg.grad(loss)
+        g = grad(p)
+        fd = _smooth_difference(loss, p, u)
+        assert np.sum(g * u) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+        def directional_gradient(q):
+            return np.sum(grad(q) * u)
+
+        uhu = np.sum(tg.grad(directional_gradient)(p) * u)
+        fd2 = _smooth_difference(directional_gradient, p, u)
+        assert uhu == pytest.approx(fd2, rel=1e-4, abs=1e-5)
+        # Every way of asking for the Hessian: the dense one, its product with u (reverse over
+        # reverse) and the forward-over-reverse product agree with the directional one.
+        assert np.sum(tg.hvp(loss)(p, u) * u) == pytest.approx(uhu, rel=1e-8, abs=1e-9)
+        forward_over_reverse = tg.jvp(grad, (p,), (u,))[1]
+        assert np.sum(forward_over_reverse * u) == pytest.approx(uhu, rel=1e-8, abs=1e-9)
+    if p.size <= 18:
+        h = tg.hessian(loss)(p).reshape(p.size, p.size)
+        assert u.ravel() @ h @ u.ravel() == pytest.approx(uhu, rel=1e-8, abs=1e-9)
