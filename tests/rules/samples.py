@@ -256,6 +256,11 @@ add(np.delete, s(lambda x: np.delete(x, [0, 2], axis=1), _A))
 add(np.pad, s(lambda x: np.pad(x, ((1, 0), (0, 2))), _A), s(lambda x: np.pad(x, 2, mode="reflect"), normal(3)))
 add(np.repeat, s(lambda x: np.repeat(x, 2, axis=1), _A), s(lambda x: np.repeat(x, [1, 3]), normal(2)))
 add(np.tile, s(lambda x: np.tile(x, (2, 1)), _A))
+add(
+    np.lib.stride_tricks.sliding_window_view,
+    s(lambda x: np.lib.stride_tricks.sliding_window_view(x, (2, 2)), normal(3, 4)),
+    s(lambda x: np.lib.stride_tricks.sliding_window_view(x, 3, axis=0), normal(4, 2)),
+)
 add(np.diag, s(lambda v: np.diag(v, k=1), normal(3)), s(lambda m: np.diag(m), normal(3, 3)))
 add(np.diagflat, s(lambda v: np.diagflat(v), normal(2, 2)))
 add(np.diagonal, s(lambda x: np.diagonal(x, offset=1, axis1=0, axis2=2), _T))
@@ -363,7 +368,7 @@ add(np.polyder, s(lambda p: np.polyder(p), normal(4)), s(lambda p: np.polyder(p,
 add(np.polyint, s(lambda p: np.polyint(p), normal(3)), s(lambda p, k: np.polyint(p, m=2, k=k), normal(3), normal(2)))
 add(np.polydiv, s(lambda u, v: np.polydiv(u, v), normal(4), np.array([1.5, -0.3]) + uniform(-0.1, 0.1, 2)))
 add(np.poly, s(lambda r: np.poly(r), _ROOTS + uniform(-0.1, 0.1, 3)))
-add(np.poly, s(lambda a: np.poly(a), wellcond(3), note="a matrix goes through eigvals"), table=FIRST_ORDER_SAMPLES)
+add(np.poly, s(lambda a: np.poly(a), wellcond(3), note="a matrix goes through eigvals"))
 add(np.roots, s(lambda p: np.roots(p), np.poly(_ROOTS) * 1.7), s(lambda p: np.roots(p), np.array([1.0, 0.3, 2.0]),
                                                                   note="complex conjugate roots"))
 add(np.polyfit, s(lambda x, y: np.polyfit(x, y, 2), np.sort(spread(5)), normal(5)),
@@ -435,9 +440,9 @@ add(np.linalg.matrix_norm, s(lambda x: np.linalg.matrix_norm(x), normal(2, 3)),
 add(np.linalg.tensorinv, s(lambda a: np.linalg.tensorinv(a, ind=1), wellcond(4).reshape(4, 2, 2)))
 add(np.linalg.tensorsolve, s(lambda a, b: np.linalg.tensorsolve(a, b), wellcond(4).reshape(4, 2, 2), normal(4)))
 
-add(np.linalg.eig, s(lambda a: np.linalg.eig(a).eigenvalues, normal(3, 3)), table=FIRST_ORDER_SAMPLES)
-add(np.linalg.eigvals, s(lambda a: np.linalg.eigvals(a), _W), s(lambda a: np.linalg.eigvals(a), normal(2, 2, 2)),
-    table=FIRST_ORDER_SAMPLES)
+add(np.linalg.eig, s(lambda a: np.linalg.eig(a).eigenvalues, normal(3, 3)),
+    s(lambda a: np.abs(np.linalg.eig(a).eigenvectors) ** 2, normal(3, 3), note="phase-invariant eigenvectors"))
+add(np.linalg.eigvals, s(lambda a: np.linalg.eigvals(a), _W), s(lambda a: np.linalg.eigvals(a), normal(2, 2, 2)))
 
 # ------------------------------------------------------------------ fft
 _S = normal(2, 4)

@@ -75,13 +75,18 @@ def test_sample_against_finite_differences(fun, sample):
     assert _some_gradient_is_nonzero(sample) != (fun in ZERO_DERIVATIVE), "the sample's gradient is all zero"
 
 
-@pytest.mark.parametrize("fun,sample", FIRST_ORDER_PARAMS)
-def test_first_order_sample(fun, sample):
-    """First order against finite differences; the second order must refuse, not guess."""
-    check_grads(sample.fun, sample.args, order=1)
-    assert _some_gradient_is_nonzero(sample), "the sample's gradient is all zero"
-    with pytest.raises(TapegradError):
-        check_grads(sample.fun, sample.args, order=2, batch=0)
+def test_first_order_samples():
+    """First order against finite differences; the second order must refuse, not guess.
+
+    One test over the whole table (empty while every sampled NumPy function is
+    differentiated at second order), so that an empty table is not a skipped test.
+    """
+    for param in FIRST_ORDER_PARAMS:
+        _, sample = param.values
+        check_grads(sample.fun, sample.args, order=1)
+        assert _some_gradient_is_nonzero(sample), f"{param.id}: the sample's gradient is all zero"
+        with pytest.raises(TapegradError):
+            check_grads(sample.fun, sample.args, order=2, batch=0)
 
 
 def test_every_differentiable_rule_has_a_sample():

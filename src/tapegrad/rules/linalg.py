@@ -8,25 +8,48 @@ one 2-D product (one BLAS call) instead of a stack of small products.
 
 Conventions and limits (also in each rule's ``note``):
 
+* Complex input follows tapegrad's convention (:mod:`tapegrad.rules.ufuncs`):
+  the cotangent ``c`` of ``z`` stands for ``dz -> Re(c dz)``, so the gradient of
+  a real loss is ``dL/dRe - 1j dL/dIm``.  Holomorphic rules (``inv``, ``det``,
+  ``solve``, ``eig``'s eigenvalues) use ``J^T g``; the decompositions that are
+  not holomorphic (``svd``, ``eigh``, ``cholesky``, ``qr``, ``eig``'s unit-norm
+  eigenvectors) are derived for the gradient ``G = conj(c)`` of the real inner
+  product ``Re tr(G^H dX)`` and conjugated back.  For real input every
+  conjugate is the identity: the formulas are the usual real ones.
+* Complex singular vectors (``u_i, v_i`` together), eigenvectors of ``eigh``
+  and of ``eig`` are fixed by LAPACK only up to a phase ``exp(i phi)`` each.
+  A function of them has a derivative only if it does not depend on those
+  phases (``abs(v)**2``, projectors ``v v^H``, ``U @ Vh``, ``V diag(w) V^-1``):
+  then every order is exact.  Reverse mode checks it on each cotangent
+  (``Im diag(V^H G_V)`` must be rounding-sized, :func:`check_phase_free`) and
+  raises :class:`~tapegrad.errors.NonDifferentiableArgumentError` otherwise.
+  Forward mode (``jvp``/``jacfwd``, built from these VJPs) cannot see the
+  function downstream: it gives the vectors' tangents in the gauge
+  ``Im(v_i^H dv_i) = 0`` (``svd``: opposite halves on ``u_i`` and ``v_i``), exact
+  for phase-invariant code, one representative otherwise.  Real vectors have
+  a sign only, which is locally constant.
 * ``cholesky``, ``eigh``, ``eigvalsh`` read one triangle of their input
   (NumPy passes ``UPLO``/``upper`` to LAPACK), so the gradient is exactly that:
   it lives on the triangle that was read, with off-diagonal entries carrying
-  both symmetric halves.  For an input built symmetric (``A = X @ X.T``) this
-  equals the symmetrized gradient JAX and autograd report.
-* ``eigh`` and ``svd`` with repeated eigen/singular values: the derivative of
-  the vectors is undefined there, and the rules return ``inf``/``nan`` (as
-  JAX does) rather than an arbitrary number.  Cotangents that are exactly a
-  constant zero (an output the function never used) are skipped, so
-  ``eigvalsh``, ``svd(compute_uv=False)`` and the norms built on them stay
-  finite at repeated values.
+  both symmetric (Hermitian) halves, and a real diagonal (LAPACK ignores the
+  imaginary part of a Hermitian diagonal).  For an input built symmetric
+  (``A = X @ X.T``) this equals the symmetrized gradient JAX and autograd report.
+* Repeated eigen/singular values: the derivative of the vectors is undefined
+  there, and the rules return ``inf``/``nan`` (as JAX does) rather than an
+  arbitrary number.  Cotangents that are exactly a constant zero (an output the
+  function never used) are skipped, so ``eigvalsh``, ``eigvals``,
+  ``svd(compute_uv=False)`` and the norms built on them stay finite at repeated
+  values.  Near-repeated values with a gap ``d`` (relative to the spectrum) are
+  exact in exact arithmetic; in floating point the vector terms lose about
+  ``eps / d`` (first order) and ``eps / d^2`` (second order) even where the
+  function is smooth (a projector onto a cluster, ``V f(w) V^H``).
 * ``svd`` differentiates ``full_matrices=False`` (and square matrices); for a
   non-square matrix with ``full_matrices=True`` the extra singular vectors are
-  not unique and a clear error is raised (also for ``hermitian=True``).  ``qr`` supports ``'reduced'``,
-  ``'r'`` and, where it equals the reduced one, ``'complete'``.
-* ``eig``/``eigvals``: eigenvalues only, first order (a cotangent on the
-  eigenvectors raises); ``eigvals`` of a real matrix may be complex.
-* Decompositions (``cholesky``, ``qr``, ``eigh``, ``svd``, ``pinv``, ``lstsq``)
-  are real-only; ``inv``, ``det``, ``slogdet``, ``solve`` also take complex input.
+  not unique and a clear error is raised (also for ``hermitian=True``).  ``qr``
+  supports ``'reduced'``, ``'r'`` and, where it equals the reduced one,
+  ``'complete'``; LAPACK's complex ``R`` has a real diagonal, which fixes ``Q``.
+* ``pinv`` and ``lstsq`` are real-only; ``inv``, ``det``, ``slogdet``,
+  ``solve`` and every decomposition above also take complex input.
 * Unsupported options raise :class:`~tapegrad.errors.NonDifferentiableArgumentError`.
 * Norms give the subgradient 0 at the zero vector; ``pinv``/``lstsq`` assume
   the numerical rank does not change under a small perturbation.
@@ -80,13 +103,55 @@ def _real_only(name: str, a: Any) -> None:
         raise _not_differentiable(name, "complex input (tapegrad differentiates it for real matrices only).")
 
 
-def _tri_cotangent(m: Any, lower: bool) -> Any:
-    """Map the gradient ``m`` of a symmetric-input function onto the triangle it read.
+def _cj(x: Any) -> Any:
+    """The complex conjugate of a complex array; a real one as it is."""
+    return np.conjugate(x) if np.iscomplexobj(x) else x
 
-    Off-diagonal entries of the read triangle get ``m_ij + m_ji``, the
-    diagonal ``m_ii`` and the unread triangle 0.
+
+def _ct(x: Any) -> Any:
+    """The conjugate transpose of the last two axes (the plain transpose of a real stack)."""
+    return _cj(swap_last(x))
+
+
+def _tri_cotangent(m: Any, lower: bool) -> Any:
+    """Map the gradient ``m`` of a symmetric (Hermitian) input function onto the triangle it read.
+
+    Off-diagonal entries of the read triangle get ``m_ij + m_ji`` (complex:
+    ``m_ij + conj(m_ji)``, the entry stands for itself and its conjugate
+    mirror), the diagonal ``m_ii`` (complex: its real part, LAPACK ignores the
+    imaginary part of a Hermitian matrix's diagonal) and the unread triangle 0.
     """
-    return (m + swap_last(m)) * follow_library(_half_tri(np.shape(m)[-1], lower, _real_dtype(m)), strip(m))
+    return (m + _ct(m)) * follow_library(_half_tri(np.shape(m)[-1], lower, _real_dtype(m)), strip(m))
+
+
+#: A cotangent whose phase-dependent part (see :func:`check_phase_free`) is below this
+#: many times the square root of the dtype's eps, relative to the cotangent's size, is
+#: taken as phase-invariant up to rounding.
+_PHASE_RTOL = 10.0
+
+
+def check_phase_free(name: str, drift: Any, scale: Any, what: str) -> None:
+    """Refuse a cotangent of complex singular/eigen vectors that depends on their phases.
+
+    LAPACK fixes each vector (or pair ``u_i, v_i``) only up to a factor
+    ``exp(i phi)``; a function of the vectors has a derivative only if it does
+    not change under it.  ``drift[..., i]`` is that change per unit ``phi``
+    (``Im(v_i^H g_i)`` in the conjugate-gradient convention), ``scale[..., i]``
+    the size of the cotangent it came from: ``|drift| <= _PHASE_RTOL sqrt(eps) scale``
+    counts as rounding.  Plain values are compared (at second order too).
+    """
+    drift = np.abs(np.asarray(strip(drift)))
+    scale = np.asarray(strip(scale))
+    tol = _PHASE_RTOL * np.sqrt(np.finfo(_real_dtype(drift)).eps)
+    if np.any(drift > tol * scale):
+        worst = float(np.max(drift / np.where(scale > 0, scale, 1)))
+        raise _not_differentiable(
+            name,
+            f"the result depends on the phases of the complex {what} (it changes under v -> v exp(i phi), "
+            f"at a relative rate of {worst:.2g}), and LAPACK chooses those phases arbitrarily, so it has no "
+            "derivative. Differentiate a phase-invariant function of them instead: abs(v)**2, projectors "
+            "v v^H, reconstructions such as V diag(w) V^-1, or the values alone.",
+        )
 
 
 #: Below this many rows a dense product is cheaper than looking for sparsity.
@@ -603,8 +668,24 @@ def _diagonal_only(g: Any) -> Any:
     return d.copy() if np.count_nonzero(g) == np.count_nonzero(d) else None
 
 
+def _complex_cholesky_cotangent(g, ans, upper):
+    """Cotangent of a Hermitian ``a = L L^H`` (``L`` or ``U = L^H`` given), before the triangle map.
+
+    With ``G = conj(g)`` (the gradient in ``dL -> Re tr(G^H dL)``), ``dL = L Phi(L^-1 dA L^-H)``
+    (``Phi``: lower triangle, half the diagonal, which is real) gives
+    ``L^-H Phi(L^H G_L) L^-1``; conjugated back to tapegrad's convention.
+    """
+    low = _ct(ans) if upper else ans
+    g_low = swap_last(g) if upper else _cj(g)  # G_L = G_U^H = conj(g)^H
+    n = np.shape(low)[-1]
+    p = (_ct(low) @ g_low) * follow_library(_half_tri(n, True, _real_dtype(low)), strip(g_low))
+    left = np.linalg.solve(_ct(low), p)  # L^-H P
+    return _cj(_ct(np.linalg.solve(_ct(low), _ct(left))))  # (L^-H (L^-H P)^H)^H = L^-H P L^-1
+
+
 def _cholesky_vjp(g, ans, a, upper=False):
-    _real_only("numpy.linalg.cholesky", a)
+    if np.iscomplexobj(a) or np.iscomplexobj(ans):
+        return _tri_cotangent(_complex_cholesky_cotangent(g, ans, upper), not upper)
     low, g_low = (swap_last(ans), swap_last(g)) if upper else (ans, g)
     n = np.shape(a)[-1]
     d = None if upper else _diagonal_only(g)
@@ -648,29 +729,34 @@ qr_reduced = primitive(_qr_reduced_impl)
 
 
 def _qr_tall_cotangent(q, r, gq, gr):
-    """Cotangent of ``a = q r`` with square ``r`` (``m >= n``)."""
+    """Gradient of ``a = q r`` with square ``r`` (``m >= n``), all in the conjugate convention.
+
+    ``G = conj(g)`` (the gradient in ``dX -> Re tr(G^H dX)``): with
+    ``M = R G_R^H - G_Q^H Q``, ``G_A = (G_Q + Q copyltu(M)) R^-H`` where ``copyltu``
+    mirrors the strict lower triangle onto the upper one, conjugated, and keeps the
+    diagonal's real part.  LAPACK's complex ``R`` has a real diagonal: that fixes
+    the phases of ``Q``'s columns, so the complex QR is differentiable as it is.
+    """
     n = np.shape(r)[-1]
-    m = r @ swap_last(gr) - swap_last(gq) @ q
+    m = r @ _ct(gr) - _ct(gq) @ q
     dtype = _real_dtype(r)
-    lower = np.tri(n, dtype=dtype)
-    strict = np.tri(n, k=-1, dtype=dtype)
-    copyltu = m * lower + swap_last(m * strict)
-    # B R^-T = (R^-1 B^T)^T: one triangular solve instead of inv(R) and a product.
-    return swap_last(tri_solve(r, swap_last(gq + q @ copyltu), lower=False))
+    strict = m * np.tri(n, k=-1, dtype=dtype)
+    copyltu = strict + _ct(strict) + np.real(m) * np.eye(n, dtype=dtype)
+    # B R^-H = (R^-1 B^H)^H: one triangular solve instead of inv(R) and a product.
+    return _ct(tri_solve(r, _ct(gq + q @ copyltu), lower=False))
 
 
 def _qr_vjp(g, ans, a):
-    _real_only("numpy.linalg.qr", a)
     q, r = ans
-    gq, gr = g
+    gq, gr = _cj(g[0]), _cj(g[1])
     m, n = np.shape(a)[-2:]
     if m >= n:
-        return _qr_tall_cotangent(q, r, gq, gr)
-    # Wide: a = [x | y] with x = q r1 square, y = q r2.
+        return _cj(_qr_tall_cotangent(q, r, gq, gr))
+    # Wide: a = [x | y] with x = q r1 square, y = q r2 (so r2 = q^H y).
     gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
     gy = q @ gr2
-    gx = _qr_tall_cotangent(q, r[..., :, :m], gq + a[..., :, m:] @ swap_last(gr2), gr1)
-    return np.concatenate([gx, gy], axis=-1)
+    gx = _qr_tall_cotangent(q, r[..., :, :m], gq + a[..., :, m:] @ _ct(gr2), gr1)
+    return _cj(np.concatenate([gx, gy], axis=-1))
 
 
 defvjp(qr_reduced, _qr_vjp)
@@ -700,42 +786,75 @@ def _spectral_f(w, like):
     return 1 / (w[..., None, :] - w[..., :, None] + eye) - eye
 
 
+def eigh_cotangent(name, gw, gv, w, v):
+    """Cotangent of the Hermitian matrix ``S = V diag(w) V^H`` (a full matrix, before the triangle map).
+
+    In the conjugate convention (``G = conj(g)``): ``V (diag(g_w) + F o (V^H G_V)) V^H``,
+    ``F_ij = 1 / (w_j - w_i)``, conjugated back.  A complex ``V`` is fixed only up
+    to a phase per column: the cotangent must not depend on it
+    (``Im diag(V^H G_V) = 0``, :func:`check_phase_free`); then the phase term of
+    ``dV`` drops out and the result is exact.
+    """
+    n = np.shape(v)[-1]
+    inner = np.real(gw)[..., None, :] * _eye(n, v)
+    if not _absent(gv):
+        j = _ct(v) @ _cj(gv)
+        if np.iscomplexobj(j):
+            check_phase_free(name, np.imag(np.diagonal(strip(j), axis1=-2, axis2=-1)),
+                             np.linalg.norm(strip(gv), axis=-2), "eigenvectors")
+        inner = inner + _spectral_f(w, v) * j
+    return _cj((v @ inner) @ _ct(v))
+
+
 def _eigh_vjp(g, ans, a, UPLO="L"):
-    _real_only("numpy.linalg.eigh", a)
     w, v = ans
     gw, gv = g
-    inner = gw[..., None, :] * _eye(np.shape(a)[-1], a)
-    if not _absent(gv):
-        inner = inner + _spectral_f(w, a) * (swap_last(v) @ gv)
-    m = (v @ inner) @ swap_last(v)
-    return _tri_cotangent(m, UPLO.upper() == "L")
+    return _tri_cotangent(eigh_cotangent("numpy.linalg.eigh", gw, gv, w, v), UPLO.upper() == "L")
 
 
 defvjp(
     np.linalg.eigh,
     _eigh_vjp,
-    note="gradient on the triangle UPLO names; eigenvector cotangents give inf/nan at repeated eigenvalues",
+    note="gradient on the triangle UPLO names; eigenvector cotangents give inf/nan at repeated eigenvalues; "
+    "complex eigenvectors: phase-invariant functions only",
 )
 defcomposite(np.linalg.eigvalsh, lambda a, UPLO="L": np.linalg.eigh(a, UPLO=UPLO)[0])
 
 
 # ---------------------------------------------------------------- general eigenproblem
+def eig_cotangent(name, gw, gv, w, v):
+    """Cotangent of ``a`` for ``w, v = eig(a)``, eigenvectors of unit norm (LAPACK's, NumPy's and SciPy's).
+
+    In eigen coordinates ``C = V^-1 dA V``: ``dw = diag(C)`` and, with
+    ``F_ij = 1 / (w_j - w_i)``, ``dV = W - V diag(diag(V^H W))``, ``W = V (F o C)``:
+    each column moves orthogonally to itself, which keeps its norm and takes the
+    phase gauge ``Im(v_i^H dv_i) = 0``.  Transposed (tapegrad's convention, no
+    conjugate on the holomorphic part): with ``H = V^T g_V``,
+    ``V^-T (diag(g_w) + F o (H - V^T conj(V) diag(diag H))) V^T``.  The result is
+    exact for functions that do not depend on the eigenvectors' phases
+    (``Im diag H = 0``, checked); real eigenvectors (real ``a`` with real
+    eigenvalues) have only a sign, which is locally constant.
+    """
+    vt = swap_last(v)
+    inner = gw[..., None, :] * _eye(np.shape(v)[-1], v)
+    if not _absent(gv):
+        h = vt @ gv
+        d = np.diagonal(h, axis1=-2, axis2=-1)
+        if np.iscomplexobj(h):
+            check_phase_free(name, np.imag(strip(d)), np.linalg.norm(strip(gv), axis=-2), "eigenvectors")
+        inner = inner + _spectral_f(w, v) * (h - (vt @ _cj(v)) * d[..., None, :])
+    return np.linalg.solve(vt, inner @ vt)
+
+
 def _eig_vjp(g, ans, a):
     w, v = ans
     gw, gv = g
-    if not _absent(gv):
-        raise _not_differentiable(
-            "numpy.linalg.eig",
-            "only the eigenvalues are differentiable. Derivatives through the normalised eigenvectors, "
-            "and so second derivatives, are not implemented; use eigh for symmetric matrices.",
-        )
-    # dw_i = (V^-1 dA V)_ii, holomorphic: cotangent V^-T diag(gw) V^T.
-    vt = swap_last(v)
-    return np.linalg.solve(vt, gw[..., :, None] * vt)
+    return eig_cotangent("numpy.linalg.eig", gw, gv, w, v)
 
 
-defvjp(np.linalg.eig, _eig_vjp, note="eigenvalues only (first order); eigenvector cotangents raise")
-defcomposite(np.linalg.eigvals, lambda a: np.linalg.eig(a)[0], note="first order only")
+defvjp(np.linalg.eig, _eig_vjp,
+       note="unit-norm eigenvectors: phase-invariant functions of complex ones; inf/nan at repeated eigenvalues")
+defcomposite(np.linalg.eigvals, lambda a: np.linalg.eig(a)[0])
 
 
 # ---------------------------------------------------------------- SVD
@@ -746,30 +865,59 @@ def _svd_reduced_impl(a):
 svd_reduced = primitive(_svd_reduced_impl)
 
 
-def _svd_vjp(g, ans, a):
-    _real_only("numpy.linalg.svd", a)
-    u, s, vh = ans
-    gu, gs, gvh = g
-    m, n = np.shape(a)[-2:]
-    k = min(m, n)
-    inner = gs[..., None, :] * _eye(k, a)
+def svd_cotangent(name, gu, gs, gvh, u, s, vh):
+    """Cotangent of ``a = u diag(s) vh`` (thin factors, ``k = min(m, n)``).
+
+    In the conjugate convention (``G = conj(g)``, ``G_V = G_vh^H``), with
+    ``J_U = U^H G_U``, ``J_V = V^H G_V``, ``K = F o J`` and ``F_ij = 1 / (s_j^2 - s_i^2)``:
+    ``U (diag(g_s) + (K_U + K_U^H) S + S (K_V + K_V^H) + i diag(Im(J_U - J_V) / 2s)) V^H``
+    plus ``(I - U U^H) G_U S^-1 V^H`` (tall) and ``U S^-1 G_V^H (I - V V^H)`` (wide).
+    Complex ``u_i, v_i`` share one arbitrary phase: the cotangent must not depend on
+    it (``Im diag(J_U + J_V) = 0``, :func:`check_phase_free`).  For real input every
+    conjugate is the identity and the formula is the usual real one.
+    """
+    m, n = np.shape(u)[-2], np.shape(vh)[-1]
+    k = np.shape(s)[-1]
+    inner = np.real(gs)[..., None, :] * _eye(k, s)
     use_u, use_v = not _absent(gu), not _absent(gvh)
-    if use_u or use_v:
-        f = _spectral_f(s * s, a)
+    if not (use_u or use_v):
+        return _cj((u @ inner) @ vh)
+    gu_c, gv_c = _cj(gu), swap_last(gvh)  # G_U and G_V = G_vh^H = conj(gvh)^H
+    f = _spectral_f(s * s, s)
+    scale = 0
     if use_u:
-        j = f * (swap_last(u) @ gu)
-        inner = inner + (j + swap_last(j)) * s[..., None, :]
+        ju = _ct(u) @ gu_c
+        ku = f * ju
+        inner = inner + (ku + _ct(ku)) * s[..., None, :]
     if use_v:
-        kk = f * (vh @ swap_last(gvh))
-        inner = inner + s[..., :, None] * (kk + swap_last(kk))
+        jv = vh @ gv_c
+        kv = f * jv
+        inner = inner + s[..., :, None] * (kv + _ct(kv))
+    if np.iscomplexobj(u) or np.iscomplexobj(vh):
+        # The relative phase of u_i and v_i is fixed by s_i > 0 real: (U^H dU - V^H dV)_ii = i Im(C_ii) / s_i
+        # with C = U^H dA V, shared half and half; the common phase is the gauge.
+        im_u = np.imag(np.diagonal(ju, axis1=-2, axis2=-1)) if use_u else 0
+        im_v = np.imag(np.diagonal(jv, axis1=-2, axis2=-1)) if use_v else 0
+        if use_u:
+            scale = scale + np.linalg.norm(strip(gu), axis=-2)
+        if use_v:
+            scale = scale + np.linalg.norm(strip(gvh), axis=-1)
+        check_phase_free(name, strip(im_u) + strip(im_v), scale, "singular vectors")
+        inner = inner + (1j * (im_u - im_v) / (2 * s))[..., None, :] * _eye(k, s)
     ga = (u @ inner) @ vh
     if use_u and m > k:
-        gu_s = gu / s[..., None, :]
-        ga = ga + (gu_s - u @ (swap_last(u) @ gu_s)) @ vh
+        gu_s = gu_c / s[..., None, :]
+        ga = ga + (gu_s - u @ (_ct(u) @ gu_s)) @ vh
     if use_v and n > k:
-        gvh_s = gvh / s[..., :, None]
-        ga = ga + u @ (gvh_s - (gvh_s @ swap_last(vh)) @ vh)
-    return ga
+        gvh_s = _cj(gvh) / s[..., :, None]  # G_V^H S^-1, by rows
+        ga = ga + u @ (gvh_s - (gvh_s @ _ct(vh)) @ vh)
+    return _cj(ga)
+
+
+def _svd_vjp(g, ans, a):
+    u, s, vh = ans
+    gu, gs, gvh = g
+    return svd_cotangent("numpy.linalg.svd", gu, gs, gvh, u, s, vh)
 
 
 defvjp(svd_reduced, _svd_vjp)

@@ -10,10 +10,10 @@ with ``scipy.linalg`` calls: on plain cotangents those run SciPy's code, on
 traced ones (a Hessian differentiates the recorded VJP) they come back
 through the door to these very rules, so second order needs nothing more.
 
-* Decompositions (``cholesky``, ``lu``, ``qr``, ``eigh``, ``svd``, ``polar``,
-  ``schur`` of a symmetric matrix) have closed-form VJPs written with their
-  outputs, so the gradient belongs to exactly the factors SciPy returned
-  (its signs, its pivoting).
+* Decompositions (``cholesky``, ``lu``, ``qr``, ``eigh``, ``svd``, ``eig``,
+  ``polar``, ``schur``) have closed-form VJPs written with their outputs, so
+  the gradient belongs to exactly the factors SciPy returned (its signs, its
+  pivoting), and a second derivative differentiates those formulas.
 * Primary matrix functions (``expm``, ``logm``, ``sqrtm``, ``cosm``, ...,
   ``fractional_matrix_power``) use one identity: for such an ``f``,
   ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` where ``L_f`` is
@@ -39,23 +39,35 @@ Where SciPy reads one triangle (``assume_a='pos'``, ``cholesky``, ``eigh``,
 (``assume_a='diagonal'``, ``'tridiagonal'``, triangular solves, a unit
 diagonal) the entries it does not read get no gradient.
 
-First order only: ``eig``/``eigvals`` (eigenvalues; their VJP needs the
-eigenvectors) and ``schur`` (of a symmetric matrix, where ``T`` is diagonal;
-a VJP differentiated in a direction that makes ``T`` triangular would miss
-terms, so it raises).  Eigenvector (and singular vector) signs are LAPACK's:
-SciPy can flip them under a perturbation of 1e-12, so only sign-invariant
-functions of the vectors have finite-difference derivatives; the rules give
-the derivative of the vectors SciPy returned.
+Eigen and Schur vectors, complex input: ``eig`` (unit-norm right eigenvectors,
+as LAPACK returns them), ``eigh``, ``svd`` and ``schur`` follow
+:mod:`tapegrad.rules.linalg`.  Complex vectors are fixed only up to a phase
+each (Schur vectors: ``Z -> Z D``, ``T -> D^H T D``): a function of them is
+differentiated if it does not depend on the phases (checked on every cotangent,
+else :class:`~tapegrad.errors.NonDifferentiableArgumentError`), and then at every
+order.  ``schur`` takes the complex form and the real one (2 x 2 blocks
+included, each adding the rotation that keeps its diagonal equal; a normal
+block, ``b + c = 0``, is refused: its rotation is free at the point and fixed
+by a direction-dependent amount nearby), with any ``sort``.  Real vector signs
+(and the signs that real Schur vectors give ``T``'s off-diagonal entries) are
+LAPACK's: SciPy can flip them under a perturbation of 1e-12, so only
+sign-invariant functions have finite-difference derivatives; the rules give
+the derivative of the factors SciPy returned.  ``signm`` has its own rule: the
+Sylvester equation ``(S A) L + L (S A) = E - S E S`` of its Frechet derivative.
 
-Decompositions and the symmetric and banded solvers are differentiated for
-real input; ``inv``, ``det``, ``solve`` (general, symmetric, triangular),
-``solve_triangular``, Sylvester equations and the matrix functions also for
-complex input (holomorphic).  ``overwrite_*`` flags are cleared before SciPy
-runs on a tracer's raw value (see :func:`_scipy_rule`).  What is not
-differentiable raises :class:`~tapegrad.errors.NonDifferentiableArgumentError`
-naming the function and the argument; functions without a rule here still
-raise :class:`~tapegrad.errors.GradientDroppedError` where SciPy converts a
-tracer.
+Decompositions (``cholesky``, ``qr``, ``eigh``, ``eigvalsh``, ``svd``,
+``svdvals``, ``eig``, ``eigvals``, ``schur``), ``inv``, ``det``, ``solve``
+(general, symmetric, triangular), ``solve_triangular``, Sylvester equations,
+``signm`` and the matrix functions take complex input (Hermitian where LAPACK
+reads a triangle: the gradient is on that triangle, with a real diagonal);
+``lu``, ``cho_factor``/``cho_solve``, ``polar``, ``rq``, ``pinv``, ``lstsq``,
+``null_space``, ``eigh_tridiagonal``, Lyapunov, Riccati and the banded solvers
+are differentiated for real input.
+``overwrite_*`` flags are cleared before SciPy runs on a tracer's raw value
+(see :func:`_scipy_rule`).  What is not differentiable raises
+:class:`~tapegrad.errors.NonDifferentiableArgumentError` naming the function and
+the argument; functions without a rule here still raise
+:class:`~tapegrad.errors.GradientDroppedError` where SciPy converts a tracer.
 """
 
 from __future__ import annotations
@@ -70,6 +82,15 @@ from ..dispatch import primitive, strip, strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercepted
 from ._util import swap_last as _T
+from .linalg import (
+    _complex_cholesky_cotangent,
+    _cj,
+    _ct as _H,
+    check_phase_free,
+    eig_cotangent,
+    eigh_cotangent,
+    svd_cotangent,
+)
 from .scipy_matfun import block_adjoint as _block_adjoint, branch_adjoint
 
 # ---------------------------------------------------------------- helpers
@@ -141,6 +162,26 @@ def _onto_triangle(m: Any, lower: bool) -> Any:
     n = np.shape(m)[-1]
     half = np.tri(n, dtype=_real_dtype(m)) - 0.5 * np.eye(n, dtype=_real_dtype(m))
     return (m + _T(m)) * (half if lower else half.T)
+
+
+def _onto_hermitian_triangle(m: Any, lower: bool) -> Any:
+    """:func:`_onto_triangle` for a Hermitian matrix read from one triangle (LAPACK's ``he*`` / ``po*``).
+
+    An off-diagonal entry stands for itself and its conjugate mirror
+    (``m_ij + conj(m_ji)``); the diagonal's imaginary part is not read (its
+    cotangent is ``Re m_ii``).  The same as :func:`_onto_triangle` for real ``m``.
+    """
+    n = np.shape(m)[-1]
+    half = np.tri(n, dtype=_real_dtype(m)) - 0.5 * np.eye(n, dtype=_real_dtype(m))
+    return (m + _H(m)) * (half if lower else half.T)
+
+
+def _hermitian(a: Any, lower: bool) -> Any:
+    """The Hermitian matrix LAPACK reads from one triangle of ``a`` (the diagonal as stored; its imaginary
+    part is ignored by every reader)."""
+    if lower:
+        return np.tril(a) + _H(np.tril(a, -1))
+    return np.triu(a) + _H(np.triu(a, 1))
 
 
 def _symmetric(a: Any, lower: bool) -> Any:
@@ -346,11 +387,12 @@ def _cholesky_cotangent(factor: Any, gf: Any, lower: bool) -> Any:
 
 
 def _cholesky_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
-    _real_only("cholesky", a)
+    if np.iscomplexobj(a) or np.iscomplexobj(ans):  # a = L L^H (lower) or U^H U
+        return _onto_hermitian_triangle(_complex_cholesky_cotangent(g, ans, not lower), lower)
     return _onto_triangle(_cholesky_cotangent(ans, g, lower), lower)
 
 
-_scipy_rule(sl.cholesky, _cholesky_vjp, note="gradient on the triangle read")
+_scipy_rule(sl.cholesky, _cholesky_vjp, note="gradient on the triangle read (Hermitian for complex input)")
 
 
 _CHO_FACTOR_COPIES: list = []
@@ -565,41 +607,49 @@ def _subset_positions(w: Any, w_full: Any) -> Any:
 def _eigh_standard(g_w, g_v, w, v, a, lower, subset):
     """``df/dS`` for ``w, v = eigh(S)`` (a full matrix; the triangle map comes after).
 
-    With every eigenpair: ``V (diag(gw) + F o (V^T gV)) V^T``.  With a subset,
+    With every eigenpair: :func:`tapegrad.rules.linalg.eigh_cotangent`,
+    ``V (diag(gw) + F o (V^H G_V)) V^H`` (conjugate convention).  With a subset,
     the eigenvector terms need the whole spectrum, taken from ``np.linalg.eigh``
-    of the same symmetric matrix: only projectors ``v_i v_i^T`` of the extra
-    eigenvectors enter, so their signs do not matter.
+    of the same Hermitian matrix: only projectors ``v_i v_i^H`` of the extra
+    eigenvectors enter, so their signs (phases) do not matter.
     """
-    out = (v * g_w[..., None, :]) @ _T(v)
-    if _absent(g_v):
-        return out
-    if not subset:
-        inner = _spectral(w, a) * (_T(v) @ g_v)
-        return out + (v @ inner) @ _T(v)
-    w_full, v_full = np.linalg.eigh(_symmetric(a, lower))
+    if not subset or _absent(g_v):
+        return eigh_cotangent("scipy.linalg.eigh", g_w, g_v, w, v)
+    out = (v * np.real(g_w)[..., None, :]) @ _H(v)
+    gv_c = _cj(g_v)
+    if np.iscomplexobj(v):
+        own = np.sum(np.conj(strip(v)) * strip(gv_c), axis=-2)  # v_j^H G_j
+        check_phase_free("scipy.linalg.eigh", np.imag(own), np.linalg.norm(strip(g_v), axis=-2), "eigenvectors")
+    w_full, v_full = np.linalg.eigh(_hermitian(a, lower))
     n = np.shape(a)[-1]
     here = np.arange(n)[:, None] == _subset_positions(w, w_full)[..., None, :]
     gap = w[..., None, :] - w_full[..., :, None]
     f = np.where(here, 0.0, 1 / np.where(here, 1.0, gap))
-    return out + (v_full @ (f * (_T(v_full) @ g_v))) @ _T(v)
+    return _cj(out + (v_full @ (f * (_H(v_full) @ gv_c))) @ _H(v))
 
 
 def _eigh_general(g_w, g_v, w, v):
-    """``(df/dA, df/dB)`` for ``A v = w B v``, ``V^T B V = I`` (full matrices).
+    """``(df/dA, df/dB)`` for ``A v = w B v``, ``V^H B V = I`` (full matrices).
 
-    With ``H = V^T gV`` and ``K = F o H``: ``gA = V (diag(gw) + K) V^T`` and
-    ``gB = -V (diag(gw w) + K diag(w) + diag(H)/2) V^T``.
+    In the conjugate convention (``G = conj(g)``), with ``H = V^H G_V`` and
+    ``K = F o H``: ``gA = V (diag(gw) + K) V^H`` and
+    ``gB = -V (diag(gw w) + K diag(w) + diag(H)/2) V^H``; conjugated back.  Complex
+    eigenvectors: ``H``'s diagonal must be real (phase-invariant, checked).
     """
     n = np.shape(v)[-1]
     eye = _eye(n, v)
+    g_w = np.real(g_w)
     inner_a = g_w[..., None, :] * eye
     inner_b = (g_w * w)[..., None, :] * eye
     if not _absent(g_v):
-        h = _T(v) @ g_v
+        h = _H(v) @ _cj(g_v)
+        if np.iscomplexobj(h):
+            check_phase_free("scipy.linalg.eigh", np.imag(np.diagonal(strip(h), axis1=-2, axis2=-1)),
+                             np.linalg.norm(strip(g_v), axis=-2), "eigenvectors")
         k = _spectral(w, v) * h
         inner_a = inner_a + k
         inner_b = inner_b + k * w[..., None, :] + 0.5 * (h * eye)
-    return (v @ inner_a) @ _T(v), -((v @ inner_b) @ _T(v))
+    return _cj((v @ inner_a) @ _H(v)), _cj(-((v @ inner_b) @ _H(v)))
 
 
 def _eigh_outputs(g, ans, eigvals_only):
@@ -609,7 +659,6 @@ def _eigh_outputs(g, ans, eigvals_only):
 
 
 def _eigh_checks(name, a, b, type, subset_by_index, subset_by_value):
-    _real_only(name, a, b)
     subset = subset_by_index is not None or subset_by_value is not None
     if b is not None and (type != 1 or subset):
         raise _refuse(name, "a generalized problem with type != 1 or a subset (use type=1, all eigenvalues).")
@@ -625,10 +674,10 @@ def _eigh_a(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=Fa
             # second order, so that their derivative enters the Hessian)
             w, v = sl.eigh(a, lower=lower, subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                            driver=driver)
-        return _onto_triangle(_eigh_standard(g_w, g_v, w, v, a, lower, subset), lower)
+        return _onto_hermitian_triangle(_eigh_standard(g_w, g_v, w, v, a, lower, subset), lower)
     if v is None:
         w, v = sl.eigh(a, b, lower=lower, driver=driver)
-    return _onto_triangle(_eigh_general(g_w, g_v, w, v)[0], lower)
+    return _onto_hermitian_triangle(_eigh_general(g_w, g_v, w, v)[0], lower)
 
 
 def _eigh_b(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
@@ -637,11 +686,12 @@ def _eigh_b(g, ans, a, b=None, *, lower=True, eigvals_only=False, overwrite_a=Fa
     g_w, g_v, w, v = _eigh_outputs(g, ans, eigvals_only)
     if v is None:
         w, v = sl.eigh(a, b, lower=lower, driver=driver)
-    return _onto_triangle(_eigh_general(g_w, g_v, w, v)[1], lower)
+    return _onto_hermitian_triangle(_eigh_general(g_w, g_v, w, v)[1], lower)
 
 
 _scipy_rule(sl.eigh, _eigh_a, _eigh_b,
-       note="real input; gradient on the triangle read; eigenvector cotangents give inf/nan at repeated eigenvalues")
+       note="gradient on the triangle read; eigenvector cotangents give inf/nan at repeated eigenvalues; "
+            "complex eigenvectors: phase-invariant functions only")
 
 
 def _eigvalsh_a(g, ans, a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
@@ -656,40 +706,15 @@ def _eigvalsh_b(g, ans, a, b=None, *, lower=True, overwrite_a=False, overwrite_b
                    subset_by_value=subset_by_value, driver=driver)
 
 
-_scipy_rule(sl.eigvalsh, _eigvalsh_a, _eigvalsh_b, note="real input; gradient on the triangle read")
+_scipy_rule(sl.eigvalsh, _eigvalsh_a, _eigvalsh_b, note="gradient on the triangle read")
 
 
 # ---------------------------------------------------------------- SVD
-def _svd_cotangent(gu, gs, gvh, u, s, vh):
-    """Cotangent of ``a = u diag(s) vh`` (thin factors), as in :mod:`tapegrad.rules.linalg`."""
-    m, n = np.shape(u)[-2], np.shape(vh)[-1]
-    k = np.shape(s)[-1]
-    inner = gs[..., None, :] * _eye(k, s)
-    use_u, use_v = not _absent(gu), not _absent(gvh)
-    if use_u or use_v:
-        f = _spectral(s * s, s)
-    if use_u:
-        j = f * (_T(u) @ gu)
-        inner = inner + (j + _T(j)) * s[..., None, :]
-    if use_v:
-        kk = f * (vh @ _T(gvh))
-        inner = inner + s[..., :, None] * (kk + _T(kk))
-    ga = (u @ inner) @ vh
-    if use_u and m > k:
-        gu_s = gu / s[..., None, :]
-        ga = ga + (gu_s - u @ (_T(u) @ gu_s)) @ vh
-    if use_v and n > k:
-        gvh_s = gvh / s[..., :, None]
-        ga = ga + u @ (gvh_s - (gvh_s @ _T(vh)) @ vh)
-    return ga
-
-
 def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
              lapack_driver="gesdd"):
-    _real_only("svd", a)
     if not compute_uv:
         u, _, vh = np.linalg.svd(a, full_matrices=False)
-        return (u * g[..., None, :]) @ vh
+        return _cj((u * np.real(g)[..., None, :]) @ vh)
     u, s, vh = ans
     gu, gs, gvh = g
     k = np.shape(s)[-1]
@@ -700,17 +725,17 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, overwrite_a=False, 
             raise _refuse("svd", "a cotangent on the extra singular vectors of full_matrices=True (they are not "
                                  "unique); use full_matrices=False.")
         u, gu, vh, gvh = u[..., :, :k], gu[..., :, :k], vh[..., :k, :], gvh[..., :k, :]
-    return _svd_cotangent(gu, gs, gvh, u, s, vh)
+    return svd_cotangent("scipy.linalg.svd", gu, gs, gvh, u, s, vh)
 
 
 _scipy_rule(sl.svd, _svd_vjp,
-       note="real input; vector cotangents give inf/nan at repeated or zero singular values")
+       note="vector cotangents give inf/nan at repeated or zero singular values; complex singular vectors: "
+            "phase-invariant functions only")
 
 
 def _svdvals_vjp(g, ans, a, check_finite=True):
-    _real_only("svdvals", a)
     u, _, vh = np.linalg.svd(a, full_matrices=False)
-    return (u * g[..., None, :]) @ vh
+    return _cj((u * np.real(g)[..., None, :]) @ vh)
 
 
 _scipy_rule(sl.svdvals, _svdvals_vjp)
@@ -718,24 +743,30 @@ _scipy_rule(sl.svdvals, _svdvals_vjp)
 
 # ---------------------------------------------------------------- QR
 def _qr_tall(q, r, gq, gr):
-    """Cotangent of ``a = q r`` with square ``r`` (thin factors, ``m >= n``)."""
-    m = r @ _T(gr) - _T(gq) @ q
-    copyltu = np.tril(m) + _T(np.tril(m, -1))
-    return _solve_right_t(gq + q @ copyltu, r)
+    """Gradient of ``a = q r`` with square ``r`` (thin factors, ``m >= n``), in the conjugate convention.
+
+    As :func:`tapegrad.rules.linalg._qr_tall_cotangent`: LAPACK's ``R`` has a real
+    diagonal, which fixes the phases of complex ``Q``'s columns.
+    """
+    m = r @ _H(gr) - _H(gq) @ q
+    low = np.tril(m, -1)
+    copyltu = low + _H(low) + np.real(m) * _eye(np.shape(r)[-1], r)
+    return _H(np.linalg.solve(r, _H(gq + q @ copyltu)))  # B R^-H
 
 
 def _qr_thin(q, r, gq, gr, a):
+    """Cotangent of ``a`` (tapegrad's convention in and out) from those of thin ``q, r``."""
+    gq, gr = _cj(gq), _cj(gr)
     m, n = np.shape(a)[-2:]
     if m >= n:
-        return _qr_tall(q, r, gq, gr)
-    # Wide: a = [x | y] with x = q r1 square, y = q r2.
+        return _cj(_qr_tall(q, r, gq, gr))
+    # Wide: a = [x | y] with x = q r1 square, y = q r2 (r2 = q^H y).
     gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
-    gx = _qr_tall(q, r[..., :, :m], gq + a[..., :, m:] @ _T(gr2), gr1)
-    return np.concatenate([gx, q @ gr2], axis=-1)
+    gx = _qr_tall(q, r[..., :, :m], gq + a[..., :, m:] @ _H(gr2), gr1)
+    return _cj(np.concatenate([gx, q @ gr2], axis=-1))
 
 
 def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
-    _real_only("qr", a)
     if mode == "raw":
         raise _refuse("qr", "mode='raw' (Householder reflectors); use mode='economic'.")
     m, n = np.shape(a)[-2:]
@@ -768,7 +799,7 @@ def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=Fals
     return ga
 
 
-_scipy_rule(sl.qr, _qr_vjp, note="real input; modes 'economic', 'r', 'full' (unique columns only)")
+_scipy_rule(sl.qr, _qr_vjp, note="modes 'economic', 'r', 'full' (unique columns only)")
 
 
 # ---------------------------------------------------------------- pseudo-inverses and least squares
@@ -855,38 +886,162 @@ def _norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
 defcomposite(intercepted(sl.norm), _norm, note="numpy.linalg.norm's rules; subgradient 0 at zero")
 
 
-# ---------------------------------------------------------------- Schur form of a symmetric matrix
+# ---------------------------------------------------------------- Schur form
+def _schur_blocks(t: np.ndarray) -> tuple:
+    """The diagonal blocks of one (quasi-)triangular Schur factor: ``((start, size), ...)``, sizes 1 or 2.
+
+    A real Schur form holds a complex conjugate pair of eigenvalues in a 2 x 2
+    block, marked by a nonzero entry below the diagonal (LAPACK sets the others
+    to exactly zero); a complex one is triangular.
+    """
+    n = t.shape[-1]
+    below = np.diagonal(t, -1) != 0 if not np.iscomplexobj(t) and n > 1 else np.zeros(max(n - 1, 0), bool)
+    blocks, p = [], 0
+    while p < n:
+        size = 2 if p < n - 1 and below[p] else 1
+        blocks.append((p, size))
+        p += size
+    return tuple(blocks)
+
+
+def _block_masks(blocks: tuple, n: int, dtype: Any) -> tuple:
+    """``(on or above the block diagonal, strictly below it)`` as 0/1 matrices."""
+    owner = np.repeat(np.arange(len(blocks)), [size for _, size in blocks])
+    above = (owner[:, None] <= owner[None, :]).astype(dtype)
+    return above, 1 - above
+
+
+def _lower_adjoint_solve(t: Any, r: Any, blocks: tuple) -> Any:
+    """The strictly block lower ``Y`` with ``blocktril(Y T^H - T^H Y) = R``, batch axes kept.
+
+    The map ``X -> blocktril(X T - T X)`` on strictly block lower ``X`` (how the
+    free part of ``Z^H dZ`` meets the strictly block lower part of ``Z^H dA Z`` in
+    a Schur form) has this adjoint.  Block column ``J`` couples only to the block
+    columns right of it and to its own rows below, so the block columns are solved
+    from the last to the first, each by one Sylvester equation
+    ``Y_J T_JJ^H - T_sub^H Y_J = R_J - Y[:, after J] T[J, after J]^H`` with the
+    block lower ``T_sub^H`` (a linear system of order ``m`` or ``2m``).  Singular
+    exactly where two eigenvalues coincide.  Ordinary NumPy calls on (possibly
+    traced) arrays, so a second derivative differentiates it.
+    """
+    n = np.shape(t)[-1]
+    batch = np.broadcast_shapes(np.shape(t)[:-2], np.shape(r)[:-2])
+    dtype = np.result_type(t, r)
+    known = None  # the block columns right of the current one, (..., n, n - end)
+    for start, size in reversed(blocks):
+        end = start + size
+        m = n - end
+        if m == 0:
+            cols = np.zeros(batch + (n, size), dtype=dtype)
+        else:
+            rhs = np.broadcast_to(r[..., end:, start:end], batch + (m, size))
+            if known is not None:
+                rhs = rhs - known[..., end:, :] @ _H(t[..., start:end, end:])
+            sub = _H(t[..., end:, end:])
+            eye = _eye(m, t)
+            tjj = _cj(t[..., start:end, start:end])
+            if size == 1:
+                mat = tjj * eye - sub
+                y = np.linalg.solve(np.broadcast_to(mat, batch + (m, m)), rhs)
+            else:  # vec(Y T_JJ^H - T_sub^H Y) = (conj(T_JJ) (x) I - I (x) T_sub^H) vec(Y), columns stacked
+                row0 = np.concatenate([tjj[..., 0:1, 0:1] * eye - sub, tjj[..., 0:1, 1:2] * eye + 0 * sub], -1)
+                row1 = np.concatenate([tjj[..., 1:2, 0:1] * eye + 0 * sub, tjj[..., 1:2, 1:2] * eye - sub], -1)
+                mat = np.broadcast_to(np.concatenate([row0, row1], -2), batch + (2 * m, 2 * m))
+                stacked = np.concatenate([rhs[..., :, 0], rhs[..., :, 1]], -1)[..., None]
+                yv = np.linalg.solve(mat, stacked)[..., 0]
+                y = np.stack([yv[..., :m], yv[..., m:]], -1)
+            cols = np.concatenate([np.zeros(batch + (end, size), dtype=dtype), y], -2)
+        known = cols if known is None else np.concatenate([cols, known], -1)
+    return known
+
+
+def _schur_one_structure(t, z, gt, gz, blocks):
+    """The Schur VJP (conjugate convention in and out) for factors that share one block structure.
+
+    See :func:`_schur_vjp`.  A 2 x 2 block ``[[a, b], [c, a]]`` of a real Schur
+    form (LAPACK's standard form: equal diagonal, ``b c < 0``) adds one unknown,
+    the rotation ``omega`` inside the block, fixed by keeping the diagonal equal:
+    ``omega = (W_11 - W_00) / (2 (b + c))`` (``W``: what the rest leaves of
+    ``Z^H dA Z`` there).  Transposed, it moves ``beta / (2 (b + c))`` between the
+    block's diagonal entries of the cotangent, ``beta`` being the loss's rate of
+    change under that rotation (of ``Z``'s two columns and of ``T``).  A normal
+    block (``b + c = 0``) leaves ``omega`` free while nearby matrices fix it by an
+    amount that depends on the direction: no derivative, refused.
+    """
+    n = np.shape(t)[-1]
+    above, below = _block_masks(blocks, n, _real_dtype(t))
+    upper = gt * above
+    j = _H(z) @ gz
+    if np.iscomplexobj(t) or np.iscomplexobj(z):
+        # d/dphi_m of the loss along Z -> Z diag(exp(i phi)), T -> conj(D) T D:
+        # Im J_mm + row_m - col_m of Im(conj(G_T) o T).
+        q = np.imag(np.conj(strip(upper)) * strip(t))
+        drift = np.imag(np.diagonal(strip(j), axis1=-2, axis2=-1)) + np.sum(q, axis=-1) - np.sum(q, axis=-2)
+        size = np.linalg.norm(strip(gz), axis=-2) + np.linalg.norm(strip(upper) * np.abs(strip(t)), axis=(-2, -1))[..., None]
+        check_phase_free("scipy.linalg.schur", drift, size, "Schur vectors")
+    v = upper
+    pairs = [start for start, size in blocks if size == 2]
+    if pairs:
+        comm = upper @ _H(t) - _H(t) @ upper
+        for p in pairs:
+            beta = (j[..., p + 1, p] - j[..., p, p + 1]) - (comm[..., p + 1, p] - comm[..., p, p + 1])
+            bc = t[..., p, p + 1] + t[..., p + 1, p]
+            block = np.asarray(strip(t))[..., p:p + 2, p:p + 2]
+            eps = np.finfo(block.dtype).eps
+            if np.any(np.abs(np.asarray(strip(bc))) <= np.sqrt(eps) * np.linalg.norm(block, axis=(-2, -1))):
+                # b + c = 0: the block is normal and every rotation keeps it in standard form, while
+                # nearby matrices fix the rotation by a direction-dependent amount: no derivative.
+                raise _refuse("schur", "a real Schur form with a normal 2 x 2 block (b + c = 0, as for orthogonal "
+                                       "or skew-symmetric matrices): its Schur vectors and T's block are not "
+                                       "differentiable there. Pass output='complex'.")
+            coef = beta / (2 * bc)
+            step = np.zeros((n, n), dtype=_real_dtype(t))
+            step[p, p], step[p + 1, p + 1] = -1.0, 1.0
+            v = v + coef[..., None, None] * step
+    k = j - v @ _H(t) + _H(t) @ v
+    y = _lower_adjoint_solve(t, (k - _H(k)) * below, blocks)
+    return (z @ (v + y)) @ _H(z)
+
+
 def _schur_vjp(g, ans, a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
-    _real_only("schur", a)
-    if output != "real" or sort is not None:
-        raise _refuse("schur", "output='complex' or sort= (only the real Schur form without sorting is "
-                               "differentiated).")
-    t, z = ans
-    gt, gz = g
-    if any(strip(x) is not x for x in (a, t, z)):
-        # The formula below holds where T is diagonal; its derivative in a direction that makes
-        # T triangular would miss terms, so the VJP is not differentiated.
-        raise _refuse("schur", "a second derivative (only first derivatives of schur are implemented); use eigh.")
+    """Cotangent of ``A = Z T Z^H`` (``T`` upper (quasi-)triangular, ``Z`` unitary).
+
+    ``C = Z^H dA Z = Omega T - T Omega + dT`` with ``Omega = Z^H dZ`` anti-Hermitian:
+    the strictly (block) lower part of ``C`` fixes the strictly lower part ``X``
+    of ``Omega`` (``tril(X T - T X, -1) = tril(C, -1)``), ``Omega = X - X^H`` (its
+    diagonal is the phase gauge, 0 here), and ``dT = C - Omega T + T Omega``.
+    Transposed, in the conjugate convention (``G = conj(g)``): with
+    ``U = triu(G_T)`` and ``K = Z^H G_Z - U T^H + T^H U``, ``Y`` solves the adjoint
+    triangular system for ``tril(K - K^H, -1)`` (:func:`_lower_adjoint_solve`) and
+    ``G_A = Z (U + Y) Z^H``.  Complex Schur vectors carry a free phase each
+    (``Z -> Z D``, ``T -> D^H T D``): the cotangent must be invariant (checked).
+    The real Schur form's 2 x 2 blocks add a rotation each
+    (:func:`_schur_one_structure`).  ``sort`` only chooses the order of the
+    eigenvalues, which is locally constant.
+    """
+    t, z = ans[0], ans[1]
+    gt, gz = _cj(g[0]), _cj(g[1])
     t_plain = np.asarray(strip(t))
-    off = np.abs(np.triu(t_plain, 1)).max(initial=0.0)
-    if off > 1e3 * np.finfo(t_plain.dtype).eps * max(1.0, np.abs(t_plain).max(initial=0.0)):
-        raise _refuse("schur", "a matrix that is not symmetric (normal): the derivative of a general Schur form "
-                               "is not implemented; use eigh for symmetric matrices.")
-    # A = Z T Z^T with T diagonal: C = Z^T dA Z, Omega = Z^T dZ with Omega_ij = C_ij / (w_j - w_i) below the
-    # diagonal (antisymmetric), dT = triu(C - C^T, 1) + diag(C), dZ = Z Omega.
-    w = np.diagonal(t, axis1=-2, axis2=-1)
-    n = np.shape(a)[-1]
-    strict_lower = np.tri(n, k=-1, dtype=_real_dtype(a))
-    eye = _eye(n, a)
-    gomega = _T(z) @ gz
-    lower_part = (gomega - _T(gomega)) * strict_lower  # the cotangent of Omega's free (lower) entries
-    f = _spectral(w, a)  # F_ij = 1 / (w_j - w_i)
-    up = np.triu(gt, 1)
-    gc = lower_part * f + up - _T(up) + gt * eye
-    return (z @ gc) @ _T(z)
+    structures = {idx: _schur_blocks(t_plain[idx]) for idx in np.ndindex(*t_plain.shape[:-2])}
+    try:
+        if len(set(structures.values())) == 1:
+            out = _schur_one_structure(t, z, gt, gz, next(iter(structures.values())))
+        else:  # a stack whose matrices have their pairs at different places: one matrix at a time
+            n = t_plain.shape[-1]
+            parts = [_schur_one_structure(t[idx], z[idx], gt[(...,) + idx + (slice(None),) * 2],
+                                          gz[(...,) + idx + (slice(None),) * 2], blocks)
+                     for idx, blocks in structures.items()]
+            out = np.stack(parts, axis=-3)
+            out = np.reshape(out, np.shape(out)[:-3] + t_plain.shape[:-2] + (n, n))
+    except np.linalg.LinAlgError:
+        raise _refuse("schur", "a matrix with repeated eigenvalues (its Schur vectors are not differentiable "
+                               "there).") from None
+    out = _cj(out)
+    return out if np.iscomplexobj(a) else np.real(out)
 
 
-_scipy_rule(sl.schur, _schur_vjp, note="symmetric (normal) input only, distinct eigenvalues")
+_scipy_rule(sl.schur, _schur_vjp, note="distinct eigenvalues; complex Schur vectors: phase-invariant functions "
+                                       "only; real form: not at a normal 2 x 2 block")
 
 
 # ---------------------------------------------------------------- matrices built from copies of the inputs
@@ -1212,25 +1367,36 @@ defcomposite(intercepted(sl.orthogonal_procrustes), _orthogonal_procrustes, note
 
 
 # ---------------------------------------------------------------- general eigenvalues, structure queries
-def _eig_cotangent(g_w, a):
-    """``V^-T diag(gw) V^T``: ``dw_i = (V^-1 dA V)_ii`` (holomorphic), ``V`` SciPy's right eigenvectors."""
-    v = sl.eig(a)[1]  # traced at second order: eig's own rule then refuses the eigenvector cotangent
-    vt = _T(v)
-    out = np.linalg.solve(vt, g_w[..., :, None] * vt)
+def _eig_cotangent(g_w, g_v, a, w=None, v=None):
+    """The cotangent of ``a`` for ``w, v = eig(a)`` (see :func:`tapegrad.rules.linalg.eig_cotangent`).
+
+    SciPy's right eigenvectors have unit norm, as NumPy's.  Without them (``eigvals``),
+    they come from ``sl.eig(a)`` itself (traced at second order, where only the
+    phase-invariant ``V diag(.) V^-1`` enters).
+    """
+    if v is None:
+        w, v = sl.eig(a)
+    out = eig_cotangent("scipy.linalg.eig", g_w, g_v, w, v)
     return out if np.iscomplexobj(a) else np.real(out)
 
 
 def _eig_vjp(g, ans, a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False, check_finite=True,
              homogeneous_eigvals=False):
     if b is not None or homogeneous_eigvals:
-        raise _refuse("eig", "a generalized problem or homogeneous_eigvals=True (only the eigenvalues of eig(a) "
-                             "are differentiated).")
-    if isinstance(ans, tuple):
-        if not all(_absent(gv) for gv in g[1:]):
-            raise _refuse("eig", "a cotangent on the eigenvectors (only the eigenvalues are differentiated; second "
-                                 "derivatives need them too). Use eigh for a symmetric matrix.")
-        g = g[0]
-    return _eig_cotangent(g, a)
+        raise _refuse("eig", "a generalized problem or homogeneous_eigvals=True (only eig(a) is differentiated).")
+    if not isinstance(ans, (tuple, list)):  # eigenvalues only (left=False, right=False); SciPy lists a batch's
+        return _eig_cotangent(g, np.zeros(()), a)
+    w, g_w = ans[0], g[0]
+    if left:  # (w, vl, vr) or (w, vl)
+        if not _absent(g[1]):
+            raise _refuse("eig", "a cotangent on the left eigenvectors (only eigenvalues and right eigenvectors are "
+                                 "differentiated); use eig(a.conj().T) for the left ones.")
+        rest_v, rest_g = ans[2:], g[2:]
+    else:
+        rest_v, rest_g = ans[1:], g[1:]
+    if rest_v:
+        return _eig_cotangent(g_w, rest_g[0], a, w, rest_v[0])
+    return _eig_cotangent(g_w, np.zeros(()), a)
 
 
 _EIGVALS_SIGNATURE = inspect.signature(sl.eigvals)  # SciPy 1.18 added overwrite_b before check_finite
@@ -1241,11 +1407,12 @@ def _eigvals_vjp(g, ans, *args, **kwargs):
     a = bound.arguments["a"]
     if bound.arguments.get("b") is not None or bound.arguments.get("homogeneous_eigvals"):
         raise _refuse("eigvals", "a generalized problem or homogeneous_eigvals=True.")
-    return _eig_cotangent(g, a)
+    return _eig_cotangent(g, np.zeros(()), a)
 
 
-_scipy_rule(sl.eig, _eig_vjp, note="eigenvalues only, first order; eigenvector cotangents raise")
-_scipy_rule(sl.eigvals, _eigvals_vjp, note="first order (its VJP needs the eigenvectors)")
+_scipy_rule(sl.eig, _eig_vjp, note="eigenvalues and unit-norm right eigenvectors (complex ones: phase-invariant "
+                                   "functions only); inf/nan at repeated eigenvalues")
+_scipy_rule(sl.eigvals, _eigvals_vjp)
 
 
 def _solve_toeplitz(c_or_cr, b, check_finite=True):
@@ -1510,3 +1677,33 @@ def _subspace_angles(A, B):
 
 
 defcomposite(intercepted(sl.subspace_angles), _subspace_angles, note="through orth and svdvals")
+
+
+# ---------------------------------------------------------------- matrix sign function
+def _signm_vjp(g, ans, A, disp=None):
+    """Cotangent of ``S = signm(A)`` (a primary matrix function: holomorphic, no conjugation).
+
+    ``sign`` is locally constant off the imaginary axis, so in an eigenbasis the
+    Frechet derivative is ``L_ij = E_ij (s_i - s_j) / (l_i - l_j)``: nonzero only
+    between eigenvalues on opposite sides.  With ``N = S A`` (eigenvalues
+    ``s_i l_i``, all in the open right half-plane) that is the one nonsingular
+    Sylvester equation ``N L + L N = E - S E S`` (both sides vanish where
+    ``s_i = s_j``; where ``s_i = -s_j`` they give ``s_i (l_i - l_j) L_ij = 2 E_ij``).
+    Its transpose: ``Y`` solves ``N^T Y + Y N^T = G`` and the cotangent is
+    ``Y - S^T Y S^T``.  Written with ``solve_sylvester`` and ``S`` itself, so a
+    second derivative runs through the same rules.
+    """
+    if isinstance(ans, tuple):  # disp=False: (S, error estimate)
+        if not _absent(g[1]):
+            raise _refuse("signm", "a cotangent on the error estimate of disp=False.")
+        s, g = ans[0], g[0]
+    else:
+        s = ans
+    st = _T(s)
+    nt = _T(A) @ st  # (S A)^T = A^T S^T
+    y = sl.solve_sylvester(nt, nt, g)
+    out = y - (st @ y) @ st
+    return out if np.iscomplexobj(A) or not np.iscomplexobj(out) else np.real(out)
+
+
+_scipy_rule(sl.signm, _signm_vjp, note="eigenvalues off the imaginary axis (sign is locally constant there)")
