@@ -6,8 +6,8 @@ NumPy offers no protocol through which ``np.asarray(x)`` or
 most library functions and most ODE right-hand sides.  So, while at least one
 tape records (inside :func:`tapegrad.grad` and the other transforms, or a
 ``with tapegrad.GradientTape()`` block), the attributes ``numpy.array``,
-``numpy.asarray``, ``numpy.asanyarray``, ``numpy.ascontiguousarray`` and
-``numpy.asfortranarray`` are thin wrappers that
+``numpy.asarray``, ``numpy.asanyarray``, ``numpy.ascontiguousarray``,
+``numpy.asfortranarray`` and ``numpy.full`` are thin wrappers that
 
 1. call the original function first, with the same arguments: anything that
    does not involve a tracer gets the original's result or error, unchanged;
@@ -18,34 +18,77 @@ tape records (inside :func:`tapegrad.grad` and the other transforms, or a
    ``np.stack`` of the pieces.  NumPy itself decides dtype, shape (``ndmin``) and
    every error, by converting the same structure with the tracers' values.
 
-The originals are put back when the last recording window closes (a counter
-under a lock, so nested and concurrent windows in several threads compose).
-A thread that records nothing meanwhile still gets the original's exact
-behaviour, since the wrapper tries the original first.
+Early bindings inside NumPy and SciPy
+-------------------------------------
+``np.mean([loss1, loss2])`` never reaches a tracer's ``__array_function__``:
+NumPy's dispatch looks only at the type of each argument (a list), so its Python
+implementation runs and converts the list with a function bound when its module
+was imported (``numpy._core._methods`` holds its own ``asanyarray``,
+``numpy.lib._index_tricks_impl`` its ``array``, ``scipy.special._basic`` its
+``asarray``).  The same window reaches those too:
 
-What cannot work: a reference bound before the window opened
-(``from numpy import asarray`` at the top of a module) is the original C
-function, and compiled code converts without looking at ``numpy``'s
-attributes.  Those still raise :class:`~tapegrad.errors.GradientDroppedError`,
-naming the library function and the user's line (:mod:`tapegrad.dropped`).
+* the *targets* are the six originals above, NumPy's ``_array_converter``
+  (the other way in of its functions: ``np.cumsum``, ``np.clip``, ``np.round``
+  of a list) and NumPy's reduction funnels (:data:`FUNNELS`: ``_wrapreduction``
+  behind ``np.sum`` / ``np.max`` / ..., ``_methods._mean`` behind ``np.mean``,
+  ...), which hand a list to compiled code (``np.add.reduce``) or run code made
+  for ndarrays.  A funnel's wrapper, given a list or tuple holding a tracer as
+  first argument, converts it as ``np.asanyarray`` above would and calls the
+  public function (or the funnel) with the traced array: ``np.mean([a, b])`` is
+  ``np.mean(np.asanyarray([a, b]))``, as NumPy documents for an array_like;
+* at the first recording window, every binding of a target in the Python
+  modules of :data:`PACKAGES` (found by identity, under any name:
+  ``from numpy import array as narray``) is rebound to the target's *proxy*, a
+  ``functools.partial`` of the original with no arguments.  A proxy forwards
+  each call in C: same result, same error, no extra traceback frame, a few
+  tens of nanoseconds.  ``sys.modules`` is looked at again only when it has grown, and only
+  new modules are read;
+* a window points every proxy at its wrapper, and the last window to close
+  points them back at the originals: one ``partial.__setstate__`` per target,
+  13 in all, whatever the number of modules.  Rewriting the bindings themselves
+  at each window would cost one dict update per module that binds one (25
+  with NumPy alone, 60 with much of SciPy), several times as much per gradient
+  call.  ``numpy``'s own attributes stay the originals outside windows.
+
+numpy's attributes get their originals back, and the proxies point at theirs
+again, when the last recording window closes (a counter under a lock, so nested
+and concurrent windows in several threads compose).
+A thread that records nothing meanwhile still gets the original's exact
+behaviour, since every wrapper tries the original first (a funnel's: whenever
+its first argument holds no tracer).
+
+What cannot work: a reference bound outside NumPy and SciPy before the window
+opened (``from numpy import asarray`` at the top of the user's own module) is
+the original C function, and compiled code converts without looking at any
+module: a ufunc or a C function given a list holding tracers
+(``np.sin([a, b])``, ``np.dot([a, b], w)``, ``scipy.special.gammaln([a, b])``
+inside ``scipy.special.multigammaln``) is refused by NumPy's own conversion.
+Those still raise :class:`~tapegrad.errors.GradientDroppedError`, naming the
+library function and the user's line (:mod:`tapegrad.dropped`).
 
 Opt out with ``TAPEGRAD_PATCH_NUMPY=0`` in the environment or
-:func:`intercept_array_constructors` ``(False)``.
+:func:`intercept_array_constructors` ``(False)`` (which also puts the originals
+back into the bindings).
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sys
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+import types
+from collections import deque
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .dispatch import strip
 from . import dropped, interception
-from .dropped import QUIET_CALLERS, conversion_error, is_conversion, translate
+from .dropped import (
+    QUIET_CALLERS, conversion_error, is_conversion, new_recording_span, note_list_conversion, translate,
+)
 from .errors import GradientDroppedError, UnsupportedFunctionError
 from .tracer import Tracer
 
@@ -57,15 +100,37 @@ NAMES = {
     "full": "fill_value",
 }
 
+#: Top-level packages in whose modules the targets' bindings are rebound to proxies.
+PACKAGES = ("numpy", "scipy")
+
+#: NumPy's funnels, by module: helpers that its Python functions call at run time
+#: (``_methods._mean(a, ...)``, a module attribute) with the array_like unconverted,
+#: and that hand it to compiled code or to code made for ndarrays.  Each maps to the
+#: public function that computes the same on an array (``None``: the funnel itself,
+#: which takes a traced array's method of the same name).
+FUNNELS: Dict[str, Dict[str, Optional[str]]] = {
+    "numpy._core.fromnumeric": {"_wrapreduction": None, "_wrapreduction_any_all": None},
+    "numpy._core._methods": {"_mean": "mean", "_var": "var", "_std": "std", "_ptp": "ptp"},
+}
+
 _asarray = np.asarray  # the original, for the plain pieces of a traced result
+_ORIGINALS = {name: getattr(np, name) for name in NAMES}  # what the modules of PACKAGES bind
+try:  # NumPy >= 2.0: the conversion behind np.cumsum / np.clip / np.linspace of array_likes
+    from numpy._core._multiarray_umath import _array_converter as _ARRAY_CONVERTER
+except ImportError:  # pragma: no cover - NumPy 1.x
+    _ARRAY_CONVERTER = None
 
 _lock = threading.Lock()
 _depth = 0  # open recording windows, all threads together
-_installed: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (original, wrapper)
 _wrappers: Dict[Any, Callable] = {}  # original -> its wrapper (made once)
+_installed: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (original, wrapper)
 _made: set = set()  # the wrappers themselves
 _choice: Optional[bool] = None  # set by intercept_array_constructors; else the environment decides
 _DECLINED = object()
+# numpy's attributes in the common case (they hold the originals), read and written in C:
+# _read_numpy reads them from numpy's namespace as a tuple (set up at the end of the module).
+_read_numpy = operator.itemgetter(*NAMES)
+_NUMPY_ORIGINALS = _read_numpy(_ORIGINALS)
 
 
 #: The environment's choice, read once (at import): this is asked at every recording window.
@@ -90,18 +155,21 @@ def intercept_array_constructors(enabled: bool = True) -> None:
     """Switch tapegrad's handling of ``np.array`` / ``np.asarray`` on tracers on or off.
 
     While a tape records, tapegrad replaces ``numpy.array``, ``numpy.asarray``,
-    ``numpy.asanyarray``, ``numpy.ascontiguousarray`` and ``numpy.asfortranarray``
-    by wrappers that call the original first and, only when the original fails
-    on a tracer, return a traced array instead of raising.  The originals are
-    restored when the last tape stops recording.  This call overrides the
-    ``TAPEGRAD_PATCH_NUMPY`` environment variable (``0`` switches it off) for
-    the rest of the process.
+    ``numpy.asanyarray``, ``numpy.ascontiguousarray``, ``numpy.asfortranarray``
+    and ``numpy.full`` by wrappers that call the original first and, only when
+    the original fails on a tracer, return a traced array instead of raising;
+    the same functions bound inside NumPy's and SciPy's own modules, and NumPy's
+    reduction funnels, forward to such wrappers through their proxies (see the
+    module docstring).  The originals are back when the last tape stops
+    recording.  This call overrides the ``TAPEGRAD_PATCH_NUMPY`` environment
+    variable (``0`` switches it off) for the rest of the process.
 
     Parameters
     ----------
     enabled : bool, default True
         ``False`` restores the originals at once (also inside a recording
-        window) and keeps them: ``np.asarray(tracer)`` then raises
+        window), puts them back into the bindings inside NumPy and SciPy, and
+        keeps them: ``np.asarray(tracer)`` then raises
         :class:`~tapegrad.errors.GradientDroppedError`.
     """
     global _choice
@@ -111,29 +179,62 @@ def intercept_array_constructors(enabled: bool = True) -> None:
             _install()
         elif not enabled:
             _uninstall()
+            _unbind_all()
+
+
+def _wrapper_of(original: Callable, keyword: str) -> Callable:
+    """The one wrapper of ``original`` (the numpy attribute and the early bindings share it)."""
+    wrapper = _wrappers.get(original)
+    if wrapper is None:
+        wrapper = _wrappers[original] = _make_wrapper(original, keyword)
+        _made.add(wrapper)
+    return wrapper
 
 
 def _install() -> None:
-    for name in NAMES:
-        if name in _installed:
-            continue
-        current = getattr(np, name)
-        wrapper = _wrappers.get(current)
-        if wrapper is None:
+    """Point numpy's attributes and the proxies at the wrappers (the first window: rebind, too)."""
+    global _switched
+    if not _installed and _read_numpy(np.__dict__) == _NUMPY_ORIGINALS:
+        np.__dict__.update(_NUMPY_WRAPPED)  # the common case, in C
+        _installed.update(_INSTALLED_ALL)
+    else:
+        for name in NAMES:
+            if name in _installed:
+                continue
+            current = getattr(np, name)
             if current in _made:
                 continue  # already one of ours
-            wrapper = _wrappers[current] = _make_wrapper(current, NAMES[name])
-            _made.add(wrapper)
-        _installed[name] = (current, wrapper)
-        setattr(np, name, wrapper)
+            wrapper = _wrapper_of(current, NAMES[name])
+            _installed[name] = (current, wrapper)
+            setattr(np, name, wrapper)
+    if not _switched:
+        if len(sys.modules) != _seen:
+            _scan()  # new modules: their bindings join
+        _switch_all(_proxies, _states_on)
+        _switched = True
 
 
 def _uninstall() -> None:
-    for name, (original, wrapper) in _installed.items():
-        # Someone who replaced the attribute after us keeps their replacement.
-        if getattr(np, name) is wrapper:
-            setattr(np, name, original)
+    """Put numpy's attributes back and point the proxies at the originals."""
+    global _switched
+    if _installed == _INSTALLED_ALL and _read_numpy(np.__dict__) == _NUMPY_WRAPPERS:
+        np.__dict__.update(_ORIGINALS)  # the common case, in C
+    else:
+        for name, (original, wrapper) in _installed.items():
+            # Someone who replaced the attribute after us keeps their replacement.
+            if getattr(np, name) is wrapper:
+                setattr(np, name, original)
     _installed.clear()
+    if _switched:
+        if len(sys.modules) != _seen:
+            _scan()  # a wrapper bound by a module imported meanwhile is rebound to its proxy
+        _switch_all(_proxies, _states_off)
+        _switched = False
+
+
+def _switch_all(proxies: List[functools.partial], states: List[tuple]) -> None:
+    """Point every proxy at its wrapper or its original (``states``): one loop in C."""
+    deque(map(_setstate, proxies, states), 0)
 
 
 def start() -> None:
@@ -142,6 +243,7 @@ def start() -> None:
     with _lock:
         _depth += 1
         if _depth == 1:
+            new_recording_span()  # list conversions remembered for clear errors: dropped.py
             if _enabled():
                 _install()
             interception.install()  # SciPy's door: tapegrad.interception
@@ -180,6 +282,92 @@ class recording:
         return False
 
 
+# ---------------------------------------------------------------------- early bindings
+# Targets, proxies and the scan: see "Early bindings inside NumPy and SciPy" above.
+
+_targets: Dict[int, Tuple[Any, Callable, functools.partial]] = {}  # id of an original, wrapper or proxy -> all three
+_funnel_modules: set = set()  # the FUNNELS modules whose funnels are targets
+_modules: Dict[str, Any] = {}  # module name -> the module object scanned under that name
+_rebound: List[Tuple[dict, str, Any, functools.partial]] = []  # (namespace, name, original, proxy)
+_seen = -1  # len(sys.modules) at the last scan
+_switched = False  # whether the proxies point at the wrappers
+_proxies: List[functools.partial] = []
+_states_on: List[tuple] = []  # per proxy, the __setstate__ argument that forwards to the wrapper ...
+_states_off: List[tuple] = []  # ... and to the original
+_setstate = functools.partial.__setstate__  # type: ignore[attr-defined]
+_NO_ARGS: tuple = ()
+_NO_KEYWORDS: dict = {}  # shared, never written: a partial with empty keywords forwards by vectorcall
+
+
+def _target(original: Any, wrapper: Callable) -> None:
+    proxy = functools.partial(original)
+    _targets[id(original)] = _targets[id(wrapper)] = _targets[id(proxy)] = (original, wrapper, proxy)
+    _proxies.append(proxy)
+    _states_on.append((wrapper, _NO_ARGS, _NO_KEYWORDS, None))
+    _states_off.append((original, _NO_ARGS, _NO_KEYWORDS, None))
+
+
+def _make_targets() -> None:
+    """The objects to replace and their wrappers: the conversion functions, then each funnel module's funnels."""
+    if not _targets:
+        for name, keyword in NAMES.items():
+            _target(_ORIGINALS[name], _wrapper_of(_ORIGINALS[name], keyword))
+        if _ARRAY_CONVERTER is not None:
+            _target(_ARRAY_CONVERTER, _make_converter_wrapper(_ARRAY_CONVERTER))
+    for module_name, names in FUNNELS.items():
+        module = sys.modules.get(module_name)
+        if module is None or module_name in _funnel_modules:
+            continue
+        _funnel_modules.add(module_name)
+        for name, public in names.items():
+            funnel = getattr(module, name, None)
+            if isinstance(funnel, types.FunctionType):  # another NumPy version may lack it
+                _target(funnel, _make_funnel_wrapper(funnel, public))
+
+
+def _scan() -> None:
+    """Rebind the targets to their proxies in the modules of PACKAGES imported since the last scan.
+
+    Found by identity, under any name (``from numpy import array as narray``),
+    in modules of Python code (compiled modules read no bindings at run time);
+    ``numpy``'s own attributes are public and stay as they are.  A binding of a
+    wrapper (made by a module imported during a window) is rebound too.  A few
+    milliseconds for NumPy and SciPy together, once; then only new modules.
+    """
+    global _seen
+    _make_targets()
+    modules = list(sys.modules.items())
+    _seen = len(modules)
+    for name, module in modules:
+        if _modules.get(name) is module:
+            continue
+        _modules[name] = module
+        if (
+            name.partition(".")[0] not in PACKAGES
+            or name in PACKAGES
+            or not isinstance(module, types.ModuleType)
+            or not (vars(module).get("__file__") or "").endswith((".py", ".pyc"))  # no __getattr__ hook
+        ):
+            continue
+        namespace = module.__dict__
+        for key, value in list(namespace.items()):
+            target = _targets.get(id(value))
+            if target is not None and (value is target[0] or value is target[1]):
+                namespace[key] = target[2]
+                _rebound.append((namespace, key, target[0], target[2]))
+
+
+def _unbind_all() -> None:
+    """Put the originals back into every binding that still holds a proxy (the opt-out)."""
+    global _seen
+    for namespace, key, original, proxy in _rebound:
+        if namespace.get(key) is proxy:
+            namespace[key] = original
+    _rebound.clear()
+    _modules.clear()
+    _seen = -1
+
+
 # ---------------------------------------------------------------------- the wrappers
 def _make_wrapper(original: Callable, keyword: str) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -204,6 +392,9 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
             result = _traced(original, keyword, args, kwargs)
         if result is _DECLINED:
             raise conversion_error(sys._getframe(1))
+        first = args[0] if args else kwargs.get(keyword)
+        if type(first) is list or type(first) is tuple:
+            note_list_conversion(sys._getframe(1))  # library code may not go on with it: dropped.py
         return result
 
     QUIET_CALLERS.add(wrapper.__code__)
@@ -287,3 +478,124 @@ def _pass_through(x: Tracer, value: np.ndarray) -> Any:
     if out is x and not np.may_share_memory(value, raw):
         out = np.copy(x)  # NumPy copied: writes into the result must not reach x
     return out if out.shape == value.shape else np.reshape(out, value.shape)
+
+
+# ---------------------------------------------------------------------- NumPy's _array_converter
+def _make_converter_wrapper(original: Any) -> Callable:
+    def converter(*array_likes: Any) -> Any:
+        try:
+            return original(*array_likes)
+        except GradientDroppedError as exc:
+            if not is_conversion(exc):
+                raise
+        stand_in = _TracedConverter.make(original, array_likes)
+        if stand_in is None:
+            raise conversion_error(sys._getframe(1))
+        if any(type(a) is list or type(a) is tuple for a in array_likes):
+            note_list_conversion(sys._getframe(1))  # library code may not go on with it: dropped.py
+        return stand_in
+
+    QUIET_CALLERS.add(converter.__code__)
+    converter.__name__ = converter.__qualname__ = original.__name__
+    converter.__doc__ = original.__doc__
+    converter.__wrapped__ = original  # type: ignore[attr-defined]
+    return converter
+
+
+class _TracedConverter:
+    """NumPy's ``_array_converter(*array_likes)`` where some array_likes hold tracers.
+
+    NumPy's own converter of the same inputs with the tracers' values decides
+    every dtype, shape, scalar flag and error; the arrays it hands out are
+    traced where the input was.  ``wrap`` returns a traced result as it is (a
+    0-d tracer is tapegrad's scalar) and leaves a plain one to NumPy.
+    """
+
+    __slots__ = ("_plain", "_inputs", "_traced")
+
+    def __init__(self, plain: Any, inputs: tuple, traced: tuple) -> None:
+        self._plain, self._inputs, self._traced = plain, inputs, traced
+
+    @classmethod
+    def make(cls, original: Any, array_likes: tuple) -> Optional["_TracedConverter"]:
+        found: list = []
+        shadows = [_shadow(a, found) for a in array_likes]
+        if not found or any(isinstance(a, np.ndarray) and type(a) is not np.ndarray for a in array_likes):
+            return None  # a subclass would wrap the result: not a tracer's
+        plain = original(*shadows)  # NumPy's answer on the values: its dtypes, its errors
+        traced = tuple(_has_tracer(a) for a in array_likes)
+        if any(t and plain[i].dtype.kind not in "biufc" for i, t in enumerate(traced)):
+            return None  # object or string arrays cannot carry a gradient
+        return cls(plain, array_likes, traced)
+
+    def _traced_array(self, i: int, value: np.ndarray) -> Any:
+        obj = self._inputs[i]
+        if type(obj) is Tracer:
+            return _pass_through(obj, value)
+        out = _assemble(obj, value.dtype)
+        return out if out.shape == value.shape else np.reshape(out, value.shape)
+
+    def as_arrays(self, subok: bool = True, pyscalars: str = "convert_if_no_array") -> tuple:
+        arrays = self._plain.as_arrays(subok=subok, pyscalars=pyscalars)
+        return tuple(self._traced_array(i, a) if t else a for i, (t, a) in enumerate(zip(self._traced, arrays)))
+
+    def __getitem__(self, i: int) -> Any:
+        value = self._plain[i]
+        index = operator.index(i) % len(self._traced)
+        return self._traced_array(index, value) if self._traced[index] else value
+
+    def __len__(self) -> int:
+        return len(self._traced)
+
+    def __iter__(self) -> Any:
+        return iter([self[i] for i in range(len(self._traced))])
+
+    def wrap(self, arr: Any, to_scalar: Optional[bool] = None) -> Any:
+        if type(arr) is Tracer:
+            return arr
+        return self._plain.wrap(arr, to_scalar=to_scalar)
+
+    def result_type(self, extra_dtype: Any = None, ensure_inexact: bool = False) -> np.dtype:
+        return self._plain.result_type(extra_dtype=extra_dtype, ensure_inexact=ensure_inexact)
+
+    @property
+    def scalar_input(self) -> tuple:
+        return self._plain.scalar_input
+
+
+# ---------------------------------------------------------------------- NumPy's funnels
+def _holds_tracer(seq: Any) -> bool:
+    """Whether a list or tuple holds a tracer at any depth (the types are gathered in C)."""
+    kinds = set(map(type, seq))
+    if Tracer in kinds:
+        return True
+    if list in kinds or tuple in kinds:
+        return any(_holds_tracer(item) for item in seq if type(item) is list or type(item) is tuple)
+    return False
+
+
+def _make_funnel_wrapper(funnel: Callable, public: Optional[str]) -> Callable:
+    # Every np.sum / np.mean of an ndarray inside a window passes here, so the common case
+    # is a type test and the same argument tuple passed on (each funnel takes the
+    # array_like first, positionally).
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        obj = args[0] if args else None
+        if (type(obj) is list or type(obj) is tuple) and _holds_tracer(obj):
+            traced = _traced(_ORIGINALS["asanyarray"], "a", (obj,), {})
+            if traced is not _DECLINED:
+                note_list_conversion(sys._getframe(1))  # see dropped.list_conversion_error
+                if public is None:
+                    return funnel(traced, *args[1:], **kwargs)
+                # What NumPy computes for an array_like: the public function on the array.
+                return getattr(np, public)(traced, *args[1:], **kwargs)
+        return funnel(*args, **kwargs)  # a declined list fails there, naming the public function
+
+    functools.update_wrapper(wrapper, funnel)
+    return wrapper
+
+
+# The wrappers, proxies and funnels exist from import on (cheap); bindings are rebound at the first window.
+_make_targets()
+_NUMPY_WRAPPED = {name: _wrappers[_ORIGINALS[name]] for name in NAMES}
+_NUMPY_WRAPPERS = _read_numpy(_NUMPY_WRAPPED)
+_INSTALLED_ALL = {name: (_ORIGINALS[name], _NUMPY_WRAPPED[name]) for name in NAMES}

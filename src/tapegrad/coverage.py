@@ -238,8 +238,8 @@ def _special_section() -> List[str]:
         "ufuncs raise `tapegrad.UnsupportedFunctionError`. The rules load the first time a SciPy",
         "ufunc meets a tracer; `import tapegrad` never imports SciPy. Python wrappers over private",
         "ufuncs trace through them: `lambertw(z, k)` is differentiable in z, `zeta(s, q)` in q",
-        "(not in s, nor `zeta(s)`); `polygamma`, `logsumexp`, `softmax` convert their input with",
-        "`np.asarray` and raise `tapegrad.GradientDroppedError`.",
+        "(not in s, nor `zeta(s)`); `polygamma`, `logsumexp`, `softmax` trace through their NumPy",
+        "code, and `multigammaln` has a composite rule (a sum of `gammaln`).",
         "",
         f"- ufuncs: {len(rows_)}",
         f"- differentiable: {differentiable}",
@@ -306,7 +306,9 @@ def render(rows_: Optional[Sequence[Row]] = None) -> str:
         "",
         "Except while a tape records: then `np.array`, `np.asarray`, `np.asanyarray`,",
         "`np.ascontiguousarray` and `np.asfortranarray`, looked up on `numpy` at call time,",
-        "return traced arrays (`tapegrad.constructors`; see *Limits*).",
+        "return traced arrays, and so do NumPy's and SciPy's own Python functions that call",
+        "them (`np.asarray_chkfinite`, `np.require`, `np.mean` of a list; `tapegrad.constructors`;",
+        "see *Limits*).",
         "",
     ]
     return "\n".join(lines)

@@ -22,14 +22,16 @@ into a :class:`~tapegrad.errors.GradientDroppedError` with the same details.
 
 from __future__ import annotations
 
+import collections
 import inspect
+import linecache
 import re
 import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Callable, List, Optional, Tuple
 
-from .errors import GradientDroppedError
+from .errors import GradientDroppedError, UnsupportedFunctionError
 
 __all__ = [
     "MemoryAttributeError",
@@ -155,9 +157,10 @@ def _interception_note() -> str:
         )
     return (
         " tapegrad lets np.array / np.asarray / np.asanyarray / np.ascontiguousarray through "
-        "while a tape records, but only when looked up on the numpy module at call time: a name "
-        "bound earlier (`from numpy import asarray`) or a conversion inside compiled code is not "
-        "intercepted."
+        "while a tape records, looked up on the numpy module at call time or bound inside NumPy's "
+        "and SciPy's own modules; a name bound earlier elsewhere (`from numpy import asarray` in "
+        "your own module) or a conversion inside compiled code (a ufunc or C function given a "
+        "list holding tracers, such as np.sin([a, b])) is not intercepted."
     )
 
 
@@ -187,6 +190,23 @@ def _site(frame: FrameType, line: int) -> tuple:
 QUIET_CALLERS: set = set()
 
 
+def _expression(frame: FrameType) -> Optional[str]:
+    """The source of the expression ``frame`` is executing (``np.sin([x[0], x[1]])``), on one line."""
+    try:
+        start, end, first, last = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        if start is None or end is None or first is None or last is None:
+            return None
+        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(start, end + 1)]
+        if not all(lines):
+            return None
+        lines[-1] = lines[-1][:last]
+        lines[0] = lines[0][first:]
+    except (IndexError, TypeError, ValueError):  # no positions (python -X no_debug_ranges), no source
+        return None
+    text = " ".join(" ".join(lines).split())
+    return text if 0 < len(text) <= 160 else None
+
+
 def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError:
     """The error ``Tracer.__array__`` raises, naming where the conversion came from.
 
@@ -201,7 +221,8 @@ def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError
             error._tapegrad_conversion = True  # type: ignore[attr-defined]
             return error
     _last_conversion.site = _site(caller, caller.f_lineno)
-    called, converting, user = _locate(_stack(caller))
+    frames = _stack(caller)
+    called, converting, user = _locate(frames)
     if called is None:
         text = (
             f"np.asarray / np.array (or storing it into a plain ndarray){_at(user)} on a tapegrad "
@@ -211,6 +232,10 @@ def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError
             "really want a constant, call "
             "tapegrad.stop_gradient(x) first."
         )
+        # No Python frame of a library: compiled code called from that line (np.sin([a, b])).
+        expression = next((_expression(f) for f, _ in frames if not _is_library(f)), None)
+        if expression:
+            text += f" The expression there: {expression}."
     else:
         subject, inside = _library_call(called, converting, user)
         text = (
@@ -219,6 +244,79 @@ def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError
         )
     error = GradientDroppedError(text + _interception_note())
     error._tapegrad_conversion = True  # type: ignore[attr-defined]
+    return error
+
+
+#: Per thread: the last NumPy and SciPy frames (id, code, window) in which
+#: tapegrad.constructors made a traced array of a list or tuple holding tracers (see
+#: :func:`list_conversion_error`).  ``window`` counts the spans of recording (bumped by
+#: :func:`new_recording_span`): a site of an earlier span, whose frame may be gone and its
+#: id reused, is ignored.
+_list_sites = threading.local()
+_span = 0
+
+
+def new_recording_span() -> None:
+    """Forget the list conversions seen so far (the first recording window opens)."""
+    global _span
+    _span += 1
+
+
+def note_list_conversion(frame: Optional[FrameType]) -> None:
+    """Remember that NumPy or SciPy code in ``frame`` was handed a traced array made from a list.
+
+    The NumPy and SciPy frames that called it are remembered too: ``np.corrcoef``
+    gets the array from ``np.cov``, which has returned when ``np.corrcoef`` fails.
+    """
+    sites = getattr(_list_sites, "sites", None)
+    if sites is None:
+        sites = _list_sites.sites = collections.deque(maxlen=32)
+    while frame is not None and _module(frame).partition(".")[0] in ("numpy", "scipy"):
+        sites.append((id(frame), frame.f_code, _span))
+        frame = frame.f_back
+
+
+def list_conversion_error(exc: BaseException) -> Optional[GradientDroppedError]:
+    """A clear error for library code that could not go on with a traced array made from a list.
+
+    ``np.linalg.inv([[a, b], [c, d]])`` runs NumPy's Python implementation, which
+    converts the list; tapegrad makes that a traced array, but the code after it
+    may need what only an ndarray has (``__array_wrap__``, an internal gufunc
+    without a rule, ``np.clip(..., out=c)``).  Such an error (tapegrad's "no
+    rule" or a refusal naming an inner function, or a ``TypeError`` /
+    ``AttributeError`` naming ``Tracer``) raised through a frame that was handed
+    such an array becomes a :class:`GradientDroppedError` naming the function
+    the user called.  NumPy's own errors about the values pass unchanged.
+    """
+    sites = getattr(_list_sites, "sites", None)
+    if not sites or getattr(exc, "_tapegrad_listed", False):
+        return None
+    message = str(exc)
+    if isinstance(exc, GradientDroppedError):
+        # A refusal further in (np.clip(..., out=c) inside np.corrcoef) names an inner function;
+        # a conversion or memory refusal already names the one the user called.
+        if is_conversion(exc) or isinstance(exc, MemoryAttributeError):
+            return None
+    elif not (
+        isinstance(exc, UnsupportedFunctionError)
+        or (isinstance(exc, (TypeError, AttributeError)) and "Tracer" in message)
+    ):
+        return None
+    frames = _traceback(exc.__traceback__)
+    if not any((id(frame), frame.f_code, _span) in sites for frame, _ in frames):
+        return None
+    called, converting, user = _locate(frames)
+    subject, inside = _library_call(called or "library code", converting, user)
+    first = (message.splitlines()[0] if message else message).rstrip(".")
+    error = GradientDroppedError(
+        f"{subject} was given a list or tuple holding tapegrad tracers. tapegrad made it a traced "
+        f"array, as np.asarray would, but the code that follows cannot go on with one{inside} "
+        f"({type(exc).__name__}: {first}). Pass np.stack(...) or np.array(...) of the tracers "
+        "instead of the list, so that NumPy hands the call itself to tapegrad (where it may have "
+        "a rule), or write that step with NumPy functions on the traced values."
+    )
+    error.__cause__ = exc
+    error._tapegrad_listed = True  # type: ignore[attr-defined]
     return error
 
 
@@ -269,7 +367,9 @@ _MIXED_NAMESPACES = (
 )
 
 _MIXED_ADVICE = (
-    "Nothing has to be lost here, only the arrays' kinds differ. Pass each plain array the "
+    "Nothing has to be lost here, only the arrays' kinds differ. While a tape records, tapegrad's "
+    "door lets NumPy arrays join a tracer's namespace, but it is switched off here "
+    "(TAPEGRAD_INTERCEPT_SCIPY=0 or tapegrad.intercept_scipy(False)). Pass each plain array the "
     "call takes through the tracer's namespace (xp = x.__array_namespace__(); c = xp.asarray(c)), "
     "fit an estimator on the same kind of array as you then transform (fit inside the "
     "differentiated function, or move_estimator_to(estimator, x.__array_namespace__(), None) "
@@ -289,13 +389,54 @@ def _library_refusal(frames: List[Tuple[FrameType, int]], message: str) -> bool:
     return _matches(frames, message, _LIBRARY_REFUSALS)
 
 
+# The arrays of a third library beside a tracer (NumPy's join the tracer's namespace).
+_OTHER_LIBRARY_ADVICE = (
+    "Convert the other library's arrays to NumPy arrays first (np.asarray(a), or from_dlpack): "
+    "NumPy arrays beside tracers belong to the tracers' namespace. See docs/scipy-sklearn.md."
+)
+
+
 def _mixed_namespaces(exc: BaseException, frames: List[Tuple[FrameType, int]], message: str) -> BaseException:
     called, converting, user = _locate(frames, ("sklearn",))
     subject, inside = _library_call(called or "library code", converting, user)
+    numpy = re.search(r"\bnumpy\b", message) is not None
+    what = "plain NumPy arrays" if numpy else "arrays of another array library"
     error = GradientDroppedError(
-        f"{subject} received plain NumPy arrays together with tapegrad tracers{inside}, and in its "
+        f"{subject} received {what} together with tapegrad tracers{inside}, and in its "
         f"array-API mode it refuses arrays of two namespaces in one call ({type(exc).__name__}: "
-        f"{message.splitlines()[0] if message else message}). " + _MIXED_ADVICE
+        f"{message.splitlines()[0] if message else message}). " + (_MIXED_ADVICE if numpy else _OTHER_LIBRARY_ADVICE)
+    )
+    error.__cause__ = exc
+    return error
+
+
+# NumPy's error when an object's ``__array__`` returns something else: while a tape records,
+# a wrapper holding a tracer (an xarray Variable, a pint Quantity) whose __array__ calls
+# np.asarray on the tracer, which then hands back the tracer itself (tapegrad.constructors).
+_NOT_AN_ARRAY = "object __array__ method not producing an array"
+_WRAPPER_LIBRARIES = ("xarray", "pint")
+
+
+def _wrapper_at(frames: List[Tuple[FrameType, int]]) -> bool:
+    """Whether the innermost frame outside tapegrad holds an xarray or pint object among its local values."""
+    for frame, _ in frames:
+        if not _module(frame).startswith("tapegrad"):
+            return any(
+                (getattr(type(value), "__module__", None) or "").partition(".")[0] in _WRAPPER_LIBRARIES
+                for value in frame.f_locals.values()
+            )
+    return False
+
+
+def _wrapper_conversion(exc: BaseException, frames: List[Tuple[FrameType, int]]) -> BaseException:
+    called, converting, user = _locate(frames, _WRAPPER_LIBRARIES + ("pint_xarray",))
+    subject, inside = _library_call(called or "library code", converting, user)
+    error = GradientDroppedError(
+        f"{subject} converts an xarray or pint object that holds a tapegrad tracer with np.asarray{inside} "
+        f"(ValueError: {_NOT_AN_ARRAY}): the object's __array__ cannot hand back the tracer. tapegrad "
+        "differentiates such a call when it has a rule for the SciPy function that converts (its door "
+        "takes the tracer out of the wrapper); for this one, pass the traced array itself (da.data, "
+        "q.magnitude) to that function, or write the step with NumPy functions on it."
     )
     error.__cause__ = exc
     return error
@@ -310,15 +451,19 @@ def translate(exc: BaseException) -> BaseException:
     tracer's ``__array__`` refused last (compiled code that swallowed that refusal
     and raised its own error), or when it is a known refusal of a library helper
     (SciPy's array-API ``at(x, i).set(v)``: "Can't update read-only array").
-    tapegrad's own errors and anything else pass unchanged.
+    An error of library code that was handed a traced array made from a list
+    is explained by :func:`list_conversion_error`.  tapegrad's own errors and
+    anything else pass unchanged.
     """
     if isinstance(exc, GradientDroppedError) or not isinstance(exc, (TypeError, AttributeError, ValueError)):
-        return exc
+        return list_conversion_error(exc) or exc
     message = str(exc)
     frames = _traceback(exc.__traceback__)
     replaced = bool(frames) and _site(*frames[0]) == getattr(_last_conversion, "site", None)
     if _matches(frames, message, _MIXED_NAMESPACES):
         return _mixed_namespaces(exc, frames, message)
+    if message == _NOT_AN_ARRAY and _wrapper_at(frames):
+        return _wrapper_conversion(exc, frames)
     if _library_refusal(frames, message):
         called, converting, user = _locate(frames)
         subject, inside = _library_call(called or "library code", converting, user)
@@ -328,6 +473,9 @@ def translate(exc: BaseException) -> BaseException:
         )
         error.__cause__ = exc
         return error
+    listed = list_conversion_error(exc)
+    if listed is not None:
+        return listed
     if not (replaced or _CONVERSION.search(message)):
         return exc
     called, converting, user = _locate(frames)

@@ -161,6 +161,20 @@ class _FlatIndexer:
         self._x[self._where(key)] = value
 
 
+_DEFERS = array_types.DEFERS
+_defers_to = array_types.defers_to
+
+
+def _defers(items: Any, are_types: bool = False) -> bool:
+    """Whether one of ``items`` (or of their types) is a wrapper array a tracer defers to."""
+    for item in items:
+        cls = item if are_types else type(item)
+        known = _DEFERS.get(cls)
+        if known or (known is None and _defers_to(cls)):
+            return True
+    return False
+
+
 def _drop(what: str, instead: str) -> GradientDroppedError:
     return GradientDroppedError(
         f"{what} on a tapegrad tracer would turn it into a plain value and silently drop its "
@@ -178,10 +192,14 @@ def _arithmetic(ufunc: np.ufunc) -> tuple:
     """``x op y`` and ``y op x`` for a tracer ``x``: straight to the dispatcher's binary fast path."""
 
     def method(self: "Tracer", other: Any) -> Any:
+        if _DEFERS.get(type(other)) or (type(other) not in _DEFERS and _defers_to(type(other))):
+            return NotImplemented  # x * quantity: the wrapper's own reflected operator
         out = ROUTES.binary(RULES[ufunc], self, other)
         return out if type(out) is Tracer else _typed(self, out)
 
     def reflected(self: "Tracer", other: Any) -> Any:
+        if _DEFERS.get(type(other)) or (type(other) not in _DEFERS and _defers_to(type(other))):
+            return NotImplemented
         out = ROUTES.binary(RULES[ufunc], other, self)
         return out if type(out) is Tracer else _typed(self, out)
 
@@ -226,12 +244,18 @@ class Tracer(NDArrayOperatorsMixin):
     # ------------------------------------------------------------------ protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if kwargs or len(inputs) != 1 or method != "__call__":
+            if _defers(inputs):
+                return NotImplemented
             out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
         else:  # np.sin(x), the commonest call: a route without the general one's checks
             out = ROUTES.ufunc_call1(ufunc, self)
         return out if type(out) is Tracer else _typed(self, out)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        if len(types) > 1 and _defers(types, True):
+            # A wrapper among the arguments (pint's Quantity, xarray's DataArray) calls
+            # NumPy again on what it holds (NEP 18: see array_types.defers_to).
+            return NotImplemented
         out = ROUTES.function(func, args, kwargs)
         return out if type(out) is Tracer else _typed(self, out)
 
@@ -464,8 +488,8 @@ class Tracer(NDArrayOperatorsMixin):
     def fill(self, value: Any) -> None:
         self[...] = value
 
-    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
-        ROUTES.write(self, np.sort(self, axis=axis, kind=kind, order=order), None)
+    def sort(self, axis: int = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> None:
+        ROUTES.write(self, np.sort(self, axis=axis, kind=kind, order=order, stable=stable), None)
 
     def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
         # In place, like ndarray.partition (the generic method fallback would return a copy).

@@ -88,8 +88,13 @@ def split_axes(y, info):
 
 
 # --------------------------------------------------------------- sum, mean, max, min
+def _unmasked(where) -> bool:
+    """No ``where=`` mask: the default, or NumPy's ``_NoValue`` (which ``np.nansum`` and friends pass on)."""
+    return where is True or where is np._NoValue
+
+
 def _where_mask(g, where):
-    return g if where is True else g * where
+    return g if _unmasked(where) else g * where
 
 
 def _sum_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
@@ -97,7 +102,7 @@ def _sum_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initial
 
 
 def _count(shape, axis, where):
-    if where is not True:
+    if not _unmasked(where):
         return np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=True)
     return np.prod([shape[a] for a in negative_axes(axis, len(shape))], dtype=np.int64)
 
@@ -106,7 +111,7 @@ def _mean_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, where=
     shape = np.shape(x)
     # An empty slice (all masked) has a NaN mean; keep 0/0 out of the other slices' cotangents.
     count = np.maximum(_count(shape, axis, where), 1)
-    if where is True:  # a scalar count: divide before broadcasting (and a Dask g stays a lazy view)
+    if _unmasked(where):  # a scalar count: divide before broadcasting (and a Dask g stays a lazy view)
         return unreduce(g / count, shape, axis, keepdims, like=x)
     return _where_mask(unreduce(g, shape, axis, keepdims, like=x) / count, where)
 
@@ -114,7 +119,7 @@ def _mean_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, where=
 def _extremum_vjp(g, ans, x, axis=None, out=None, keepdims=False, initial=None, where=True):
     shape = np.shape(x)
     hits = np.equal(x, keep_axes(ans, axis, len(shape), keepdims))
-    if where is not True:
+    if not _unmasked(where):
         hits = hits & where
     # A slice won by ``initial`` has no hit and gets no cotangent.
     weights = hits / np.maximum(np.sum(hits, axis=axis, keepdims=True), 1)
@@ -266,7 +271,7 @@ def _prod_others(x, axis):
 
 def _prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     shape = np.shape(x)
-    masked = where is not True
+    masked = not _unmasked(where)
     xw = np.where(where, x, 1) if masked else x
     # A Dask x cannot be asked whether it has zeros without computing it: the exact form.
     if is_dask(strip(xw)) or np.equal(xw, 0).any():

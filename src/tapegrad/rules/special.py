@@ -21,8 +21,10 @@ are ``None`` VJP entries: a traced value there raises
 differentiable.
 
 Python-level helpers built on NumPy calls (``softplus``) trace through these
-and NumPy's rules; ``polygamma``, ``logsumexp``, ``softmax`` call
-``np.asarray`` on their input and refuse a tracer; ``zeta(s)`` without ``q``
+and NumPy's rules, as do ``polygamma``, ``logsumexp`` and ``softmax``
+(their ``np.asarray`` keeps a tracer while a tape records:
+:mod:`tapegrad.constructors`); ``multigammaln`` has a composite rule
+(:mod:`tapegrad.rules.scipy_special_functions`); ``zeta(s)`` without ``q``
 and any derivative in ``s`` raise (SciPy has no derivative of zeta in ``s``).
 
 Conventions: ``xlogy(0, y)`` and ``xlog1py(0, y)`` are 0 for every ``y``, so
