@@ -45,6 +45,7 @@ from .dropped import translate
 from .errors import element_store_error
 from .graph import tape_to_dot, write_graph
 from .gradient_tape import GradientTape
+from .outputs import read_outputs
 from .registry import function_name, lookup
 from .tape import INDEX, RULE, rule_of
 
@@ -420,8 +421,9 @@ def check_function(
     if not argnums:
         raise UsageError("no floating-point argument to differentiate")
     report = CheckReport(name or getattr(fun, "__qualname__", repr(fun)), args, list(argnums), mode)
-    calls, tape, out, sources, error = survey_calls(fun, args, argnums)
+    calls, tape, returned, sources, error = survey_calls(fun, args, argnums)
     report.calls, report.error = calls, error
+    out = read_outputs(returned, strict=False)[0]  # a DataArray's or Quantity's tracer (a Dataset: a dict)
     if graph is not None and tape._tape.nodes:
 
         targets = {"output": out} if out is not None and error is None else None
@@ -430,7 +432,7 @@ def check_function(
     if report.exit_code == EXIT_UNSUPPORTED:
         return report
     if isinstance(out, (tuple, list, dict)):
-        report.error = "check needs a function returning one array; it returned a " + type(out).__name__
+        report.error = "check needs a function returning one array; it returned a " + type(returned).__name__
         return report
     report.value = fun(*args)
     if mode == "gradient" and np.size(report.value) != 1:

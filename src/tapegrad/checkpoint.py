@@ -51,15 +51,20 @@ def _run(leaves: list, call: _Call) -> tuple:
 def _recompute_vjp(g: tuple, ans: tuple, leaves: list, call: _Call) -> list:
     """Re-run the function under a fresh tape and pull ``g`` back to the traced leaves."""
     traced = call.traced
+    differentiable: list = []  # positions of the output leaves that are tracers
 
     def on_traced(*values: Any) -> tuple:
         full = list(leaves)
         for i, v in zip(traced, values):
             full[i] = v
-        return _run(full, call)
+        out = _run(full, call)
+        # Only tracers carry a gradient; the other leaves (a name, None, a constant) are
+        # left out of the vjp, which refuses outputs that are not arrays.
+        differentiable[:] = [k for k, o in enumerate(out) if type(o) is Tracer]
+        return tuple(out[k] for k in differentiable)
 
     _, pullback = vjp(on_traced, *[leaves[i] for i in traced])
-    cts = pullback(tuple(g))
+    cts = pullback(tuple(g[k] for k in differentiable))
     out = [None] * len(leaves)
     for i, c in zip(traced, cts):
         out[i] = c

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
 
-from .reverse import _normalize_argnums, grad, jacrev, vjp
+from .reverse import _normalize_argnums, _vjp, grad, jacrev, vjp
 from .backward import basis_rows, strong_zeros
 from .requests import leading_batch
 from .array_types import follow_library
@@ -84,8 +84,10 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     Returns
     -------
     out, tangent_out[, aux]
-        ``tangent_out`` has the structure of ``out``, each leaf shaped
-        ``batch + y.shape``: the directional derivative ``J u``.
+        ``out`` is what ``fun`` returned (a ``DataArray`` or ``Quantity`` stays
+        one, holding values).  ``tangent_out`` has the structure of ``out``'s
+        arrays (a ``Dataset``: a dict of its data variables), each leaf a plain
+        array shaped ``batch + y.shape``: the directional derivative ``J u``.
 
     Notes
     -----
@@ -108,22 +110,23 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
     tangents, _ = _tangent_leaves(primals, tangents)
-    result = vjp(fun, *primals, has_aux=has_aux)
-    out, pullback = result[0], result[1]
-    tangent_out, _ = _push_forward(out, pullback, tangents)
+    out, plain, pullback, aux = _vjp(fun, primals, has_aux)
+    tangent_out, _ = _push_forward(plain, pullback, tangents)
     if has_aux:
-        return out, tangent_out, result[2]
+        return out, tangent_out, aux
     return out, tangent_out
 
 
-def _push_forward(out: Any, pullback: Callable, tangents: Any) -> tuple:
+def _push_forward(plain: Any, pullback: Callable, tangents: Any) -> tuple:
     """``J u`` for each tangent ``u``: the VJP of the (linear) pullback, evaluated at ``u``.
 
     Also returns the pullback of a zero cotangent, which the transpose trick
     computes anyway: it is zero unless the reverse sweep meets an infinite partial
-    derivative (``0 * inf``), and then holds NaN.
+    derivative (``0 * inf``), and then holds NaN.  ``plain`` is the output's arrays
+    without their wrappers (a ``DataArray``'s data, a ``Dataset``'s dict of data
+    variables), as :func:`tapegrad.reverse._vjp` gives them; tangents have its structure.
     """
-    out_leaves, out_structure = flatten(out)
+    out_leaves, out_structure = flatten(plain)
     # Zeros in each output's own library (CuPy needs its operands on the device).
     placeholders = [follow_library(np.zeros(np.shape(y), dtype=np.result_type(y)), strip(y)) for y in out_leaves]
 
@@ -201,21 +204,19 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
                 full[a] = value
             return fun(*full, **kwargs)
 
-        traced = vjp(partial, *primals, has_aux=has_aux)
-        out, pullback = traced[0], traced[1]
+        _, out, pullback, aux = _vjp(partial, primals, has_aux)
         pushed, at_zero = _push_forward(out, pullback, tuple(unflatten(structure, tangents)))
         if not (_all_finite(pushed) and _all_finite(at_zero)):
             # An infinite partial derivative somewhere: forward and reverse sweeps meet
             # it in opposite orders, so 0 * inf lands on different entries.  Every way
             # of asking gives the numbers of stacked single VJPs: take reverse mode.
             return jacrev(fun, argnums, has_aux)(*args, **kwargs)
-        result = (out, pushed) + tuple(traced[2:])
-        t_leaves, out_structure = flatten(result[1])
-        y_leaves, _ = flatten(result[0])
+        t_leaves, out_structure = flatten(pushed)
+        y_leaves, _ = flatten(out)
         per_output = [_split_jacobian(t, y, leaves, sizes, structure, single) for t, y in zip(t_leaves, y_leaves)]
         jac = unflatten(out_structure, per_output)
         if has_aux:
-            return jac, result[2]
+            return jac, aux
         return jac
 
     return wrapper

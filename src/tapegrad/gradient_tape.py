@@ -18,6 +18,7 @@ from .requests import (
 from .graph import tape_to_dot
 from .sparsity import sparse_jacobian_request
 from .host import prepare
+from .outputs import read_target
 from .tape import Tape
 from .tracer import Tracer
 from .tree import flatten, unflatten
@@ -155,7 +156,8 @@ class GradientTape:
         ----------
         target : array or nested structure of arrays
             Values computed on this tape.  With several targets, the gradient is
-            of the sum of all of them.
+            of the sum of all of them.  A wrapper of a tracer (an xarray
+            ``DataArray`` or ``Dataset``, a pint ``Quantity``) is read through.
         sources : array or nested structure of arrays
             Watched values (or values computed from them).
         output_gradients : same structure as ``target``, optional
@@ -190,6 +192,7 @@ class GradientTape:
         """
         tape = self._consume()
         unconnected = check_unconnected(unconnected_gradients)
+        target = read_target(target, "the target")
         xs, structure = flatten(sources)
         if sparse:
             return unflatten(structure, sparse_jacobian_request(tape, target, xs, chunk_size))
@@ -211,5 +214,6 @@ class GradientTape:
         """
         tape = self._consume()
         unconnected = check_unconnected(unconnected_gradients)
+        target = read_target(target, "the target")
         result = batch_jacobian_request(tape, target, source, unconnected, chunk_size)
         return fresh_results([result])[0]

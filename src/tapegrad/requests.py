@@ -16,6 +16,7 @@ from .backward import backward, basis_rows, plain_root, seed_for
 from .tracer import strip
 from .errors import TapeError
 from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
+from .outputs import read_outputs
 from .tape import Tape
 from .tree import flatten, flatten_up_to, unflatten
 from .tracer import Tracer, unwrap_above
@@ -384,7 +385,14 @@ def structured_gradient(
     tape: Tape, ys: Any, xs: Any, grad_ys: Any, stop_gradients: Sequence[Any], unconnected: str
 ) -> Any:
     """:func:`gradient_request` for nested structures: the one body of ``tg.gradients`` and
-    ``GradientTape.gradient``.  Results keep the structure of ``xs``."""
+    ``GradientTape.gradient``.  Results keep the structure of ``xs``.
+
+    Targets that wrap a tracer (a ``DataArray``, a ``Quantity``) are read through
+    (:func:`tapegrad.outputs.read_outputs`), and so are weights given in such wrappers.
+    """
+    ys = read_outputs(ys, "the target")[0]
+    if grad_ys is not None:
+        grad_ys = read_outputs(grad_ys, "output_gradients", strict=False)[0]
     y_leaves, y_structure = flatten(ys)
     x_leaves, structure = flatten(xs)
     gys = None if grad_ys is None else flatten_up_to(y_structure, grad_ys)

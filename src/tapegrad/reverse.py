@@ -32,6 +32,7 @@ from .requests import (
 )
 from .tape import Tape
 from .host import prepare
+from .outputs import Rebuild, read_outputs
 from .tracer import Tracer, stop_gradient, unwrap_above
 from .tree import flatten, flatten_up_to, tree_map, unflatten
 
@@ -60,10 +61,18 @@ def _normalize_argnums(argnums: ArgNums, nargs: int) -> Tuple[Tuple[int, ...], b
 def _trace_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_aux: bool):
     """Watch the chosen arguments on a new tape and call ``fun``.
 
-    Returns ``(tape, out, aux, sources)`` where ``sources`` is a list of
+    Returns ``(tape, out, aux, sources, single)`` where ``out`` is what the sweep
+    differentiates (:func:`tapegrad.outputs.read_outputs` of what ``fun``
+    returned: tracers inside wrappers read through) and ``sources`` is a list of
     ``(structure, leaves)`` per argnum (leaves are the watched tracers or the
     original non-float values).
     """
+    tape, out, aux, sources, single = _record_call(fun, args, kwargs, argnums, has_aux)
+    return tape, read_outputs(out)[0], aux, sources, single
+
+
+def _record_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has_aux: bool):
+    """:func:`_trace_call` with ``out`` as ``fun`` returned it (for the APIs that return the value)."""
     nums, single = _normalize_argnums(argnums, len(args))
     prepare()
     tape = Tape()
@@ -105,6 +114,22 @@ def _handle(value: Any) -> Any:
 def _lower(value: Any, tape: Tape) -> Any:
     """Strip ``tape``'s level (and any inner level) from the leaves of ``value``."""
     return tree_map(lambda v: unwrap_above(v, tape.level - 1), value)
+
+
+def _lower_value(out: Any, rebuild: Optional[Rebuild], tape: Tape) -> Any:
+    """The function's value as the caller gets it: ``out`` lowered (see :func:`_lower`), wrapped back.
+
+    ``out`` and ``rebuild`` come from :func:`tapegrad.outputs.read_outputs`: a
+    ``DataArray`` or ``Quantity`` output is returned as one, holding plain values.
+    """
+    value = _lower(out, tape)
+    return value if rebuild is None else rebuild(value)
+
+
+def _lower_aux(aux: Any, tape: Tape) -> Any:
+    """``aux`` lowered; tracers inside wrappers too (other objects stay as they are)."""
+    plain, rebuild = read_outputs(aux, "aux", strict=False)
+    return _lower_value(plain, rebuild, tape)
 
 
 def _results_per_arg(sources: list, flat_results: list, single: bool) -> Any:
@@ -181,7 +206,9 @@ def value_and_grad(
     Parameters
     ----------
     fun : callable
-        Ordinary NumPy code returning a real scalar (an array of size 1).
+        Ordinary NumPy code returning a real scalar (an array of size 1), or a
+        wrapper of one (an xarray ``DataArray``, a pint ``Quantity``: its data or
+        magnitude is differentiated, see :mod:`tapegrad.outputs`).
     argnums : int or sequence of int, default 0
         Which positional arguments to differentiate.  Arguments may be nested
         lists/tuples/dicts of arrays; gradients keep their structure.
@@ -195,40 +222,44 @@ def value_and_grad(
     -------
     callable
         ``(*args, **kwargs) -> (value, grads)`` or ``((value, aux), grads)``.
-        ``grads`` is one array shaped like the argument, or a tuple when
-        ``argnums`` is a sequence.  Integer and boolean arguments get zeros.
+        ``value`` is what ``fun`` returned with its tracers replaced by their
+        values (a ``DataArray`` or ``Quantity`` stays one).  ``grads`` is one
+        array shaped like the argument, or a tuple when ``argnums`` is a
+        sequence.  Integer and boolean arguments get zeros.
 
     Raises
     ------
     TypeError
         When the output is not a scalar, is complex (unless ``holomorphic``),
-        or is boolean or integer (see :func:`grad`).
+        or is boolean or integer (see :func:`grad`), or is no number, array or
+        wrapper of one (:class:`tapegrad.outputs.UnreadableOutputError`).
     """
 
     def traced_gradient(args: tuple, kwargs: dict) -> tuple:
-        tape, out, aux, sources, single = _trace_call(fun, args, kwargs, argnums, has_aux)
+        tape, out, aux, sources, single = _record_call(fun, args, kwargs, argnums, has_aux)
+        out, rebuild = read_outputs(out)
         _require_scalar(out, "grad")
         _require_differentiable_output(out, holomorphic)
         if holomorphic:
             _require_complex_inputs(sources)
         flat = _flat_sources(sources)
         results = gradient_request(tape, [out], flat, None, (), "zero", release=True)
-        return tape, out, aux, sources, single, results
+        return tape, out, rebuild, aux, sources, single, results
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            tape, out, aux, sources, single, results = traced_gradient(args, kwargs)
+            tape, out, rebuild, aux, sources, single, results = traced_gradient(args, kwargs)
         except StrongZerosNeeded:
             # The sweep found NaN after freeing the values it would need to sweep again
             # with strong zeros: record once more (see backward.strong_zero).
             with strong_zeros("on"):
-                tape, out, aux, sources, single, results = traced_gradient(args, kwargs)
+                tape, out, rebuild, aux, sources, single, results = traced_gradient(args, kwargs)
         results = fresh_results(results)
         grads = _results_per_arg(sources, results, single)
-        value = _lower(out, tape)
+        value = _lower_value(out, rebuild, tape)
         if has_aux:
-            return (value, _lower(aux, tape)), grads
+            return (value, _lower_aux(aux, tape)), grads
         return value, grads
 
     return wrapper
@@ -305,16 +336,35 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
     Returns
     -------
     out, vjp_fun[, aux]
-        ``vjp_fun(cotangent)`` returns one cotangent per primal (a tuple).  The
-        cotangent may carry extra leading batch axes (``(k,) + out.shape``) to
-        compute ``k`` products in one sweep.  ``vjp_fun`` may be called many times.
+        ``out`` is what ``fun`` returned, its tracers replaced by their values
+        (a ``DataArray`` or ``Quantity`` output stays one).  ``vjp_fun(cotangent)``
+        returns one cotangent per primal (a tuple).  The cotangent may carry
+        extra leading batch axes (``(k,) + out.shape``) to compute ``k`` products
+        in one sweep, and may come in the output's wrapper (its data is used; an
+        xarray ``Dataset`` output takes a dict or a ``Dataset``).  ``vjp_fun``
+        may be called many times.
     """
-    tape, out, aux, sources, _ = _trace_call(fun, primals, {}, tuple(range(len(primals))), has_aux)
+    value, _, vjp_fun, aux = _vjp(fun, primals, has_aux)
+    if has_aux:
+        return value, vjp_fun, aux
+    return value, vjp_fun
+
+
+def _vjp(fun: Callable, primals: tuple, has_aux: bool) -> tuple:
+    """:func:`vjp`'s work: ``(value, plain, vjp_fun, aux)``.
+
+    ``plain`` is the value's arrays without their wrappers (:func:`tapegrad.outputs.read_outputs`),
+    in the structure ``vjp_fun`` takes cotangents in: forward mode builds its tangents on it.
+    """
+    tape, out, aux, sources, _ = _record_call(fun, primals, {}, tuple(range(len(primals))), has_aux)
+    out, rebuild = read_outputs(out)
     tape.persistent = True
     flat = _flat_sources(sources)
     out_leaves, out_structure = flatten(out)
 
     def vjp_fun(cotangent: Any) -> tuple:
+        # A cotangent may come in the output's own wrapper (a DataArray, a Dataset): its data.
+        cotangent = read_outputs(cotangent, "the cotangent", strict=False)[0]
         cts = [as_seed(ct) for ct in flatten_up_to(out_structure, cotangent)]
         if len(cts) != len(out_leaves):
             raise ValueError(f"cotangent has {len(cts)} arrays for {len(out_leaves)} outputs")
@@ -322,10 +372,9 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
         results = vjp_request(tape, out_leaves, flat, cts, batch, (), "zero")
         return tuple(_results_per_arg(sources, fresh_results(results, cts), False))
 
-    value = _lower(out, tape)
-    if has_aux:
-        return value, vjp_fun, _lower(aux, tape)
-    return value, vjp_fun
+    plain = _lower(out, tape)
+    value = plain if rebuild is None else rebuild(plain)
+    return value, plain, vjp_fun, _lower_aux(aux, tape) if has_aux else None
 
 
 def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_size: Optional[int] = None) -> Callable:
@@ -346,7 +395,7 @@ def jacrev(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False, chunk_siz
             last = k == len(out_leaves) - 1
             results = fresh_results(jacobian_request(tape, y, flat, "zero", chunk_size, release=last))
             per_output.append(_results_per_arg(sources, results, single))
-        return unflatten(out_structure, per_output), _lower(aux, tape) if has_aux else None
+        return unflatten(out_structure, per_output), _lower_aux(aux, tape) if has_aux else None
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
