@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library"]
+__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library", "defers_to"]
 
 _namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
 
@@ -50,6 +50,34 @@ def as_array_type(tape: Any, out: Any) -> Any:
     if isinstance(out, list):
         return [as_array_type(tape, o) for o in out]
     return out
+
+
+#: Libraries whose arrays wrap other arrays (units, labels) and so may hold tracers.
+WRAPPER_LIBRARIES = {"pint", "xarray", "pint_xarray"}
+
+#: type -> whether a tracer defers to it (filled on first sight of each type).
+DEFERS: Dict[type, bool] = {}
+
+
+def defers_to(cls: type) -> bool:
+    """Whether tracers leave a NumPy call that involves an instance of ``cls`` to ``cls``.
+
+    A wrapper array (pint's ``Quantity``, xarray's ``DataArray``/``Variable``) may
+    hold a tracer, so it must handle a call mixing it with a tracer itself: it
+    strips its units or labels, calls NumPy again on what it holds, and wraps the
+    result (NEP 13/18: the tracer's ``__array_ufunc__``/``__array_function__``
+    and operators return ``NotImplemented``).  Taken as a constant by the tracer
+    instead, the wrapper would end up inside a tracer (``x * quantity`` a tracer
+    holding a ``Quantity``).  Arrays a tracer may hold (NumPy's, Dask's, CuPy's)
+    are not deferred to.
+    """
+    known = DEFERS.get(cls)
+    if known is None:
+        module = getattr(cls, "__module__", None) or ""
+        known = DEFERS[cls] = module.partition(".")[0] in WRAPPER_LIBRARIES and (
+            hasattr(cls, "__array_function__") or hasattr(cls, "__array_ufunc__")
+        )
+    return known
 
 
 def follow_library(constant: Any, like: Any) -> Any:

@@ -322,12 +322,21 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
         return ans
     vjps = rule.vjps
     if None in vjps or parents[-PARENT_FIELDS] >= len(vjps):
-        for argnum in parents[::PARENT_FIELDS]:
-            if argnum >= len(vjps) or vjps[argnum] is None:
+        kept: list = []
+        for at in range(0, len(parents), PARENT_FIELDS):
+            argnum = parents[at]
+            if argnum < len(vjps) and vjps[argnum] is not None:
+                kept += parents[at : at + PARENT_FIELDS]
+            elif tape.reaches_source(parents[at + 2]):
                 raise NonDifferentiableArgumentError(
                     f"argument {argnum} of {rule.name} carries no gradient in tapegrad, but a traced value "
                     f"was passed there. Pass a constant (tapegrad.stop_gradient(x)) or register a rule."
                 )
+            # else a constant of the tape (array-API code makes its constants with xp.asarray,
+            # e.g. the degrees of freedom SciPy passes to betaincc): no cotangent to lose.
+        if not kept:
+            return ans
+        parents = kept
     nodes = tape.nodes
     if isinstance(ans, (tuple, list)):
         index = len(nodes)

@@ -25,9 +25,11 @@ then
 1. (unless the rule was registered with ``route_all``, for solvers whose callback
    may close over tracers: then the rule decides) looks for a tracer among the positional and keyword arguments (one level of
    lists and tuples; for methods registered with ``inspect_self``, also among
-   the instance's attributes): none, and it calls a copy of ``f`` that holds the
-   original code, so SciPy's own results and errors come back unchanged, at the
-   cost of one extra Python call;
+   the instance's attributes): none (and no xarray ``Variable`` or pint
+   ``Quantity`` holding one: such an argument is replaced by its tracer, what
+   SciPy's ``np.asarray`` would make of it, :mod:`tapegrad.integrations.wrappers`),
+   and it calls a copy of ``f`` that holds the original code, so SciPy's own
+   results and errors come back unchanged, at the cost of one extra Python call;
 2. otherwise hands the call to :func:`tapegrad.dispatch.dispatch_function`, like
    any NEP 18 call on a tracer: the rule records a node (primitive), runs
    NumPy and SciPy calls on the tracers (composite), or returns constants.
@@ -47,6 +49,14 @@ does not; ``scipy.fft`` is reached through SciPy's own backend mechanism instead
 (:mod:`tapegrad.rules.scipy_fft`).  A call that reaches compiled code with a
 tracer still raises :class:`~tapegrad.errors.GradientDroppedError`.
 
+Namespace look-ups
+------------------
+The same window swaps the code of array-api-compat's ``array_namespace`` (SciPy's
+and scikit-learn's vendored copies, and the package) and of scikit-learn's
+``check_same_namespace``: a NumPy array beside a tracer then belongs to the
+tracer's namespace instead of being refused as a second namespace; calls without
+a tracer run the library's own code (:mod:`tapegrad.integrations.array_namespaces`).
+
 Opt out with ``TAPEGRAD_INTERCEPT_SCIPY=0`` in the environment or
 :func:`intercept_scipy` ``(False)``.
 """
@@ -63,6 +73,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from .binding import has_tracer
 from .dispatch import dispatch_function
+from .integrations import array_namespaces, wrappers
 from .registry import INTERCEPTED, ORIGINALS
 from .tracer import Tracer
 
@@ -80,6 +91,7 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.spatial.transform": "tapegrad.rules.scipy_spatial",
     "scipy.integrate": "tapegrad.solvers.integrate",
     "scipy.optimize": "tapegrad.solvers.optimize",
+    "scipy.special": "tapegrad.rules.scipy_special_functions",
 }
 
 _ENV_CHOICE = os.environ.get("TAPEGRAD_INTERCEPT_SCIPY", "").strip() != "0"
@@ -153,7 +165,11 @@ _planned_size = 0
 def install() -> None:
     """Put the trampolines in place (called when the first recording window opens)."""
     global _installed
-    if not intercepting_scipy() or "scipy" not in sys.modules:
+    if not intercepting_scipy():
+        return
+    wrappers.prepare()  # xarray imports scipy.interpolate late: import it now
+    _namespaces_on()
+    if "scipy" not in sys.modules:
         return
     with _lock:
         if _installed:
@@ -174,6 +190,7 @@ def uninstall() -> None:
     """Restore every intercepted function (called when the last recording window closes)."""
     global _installed
     with _lock:
+        _namespaces_off()
         if not _installed:
             return
         codes, attributes = _planned
@@ -183,6 +200,41 @@ def uninstall() -> None:
         for swap in attributes:
             swap.off()
         _installed = False
+
+
+# ---------------------------------------------------------------------- namespace look-ups
+# NumPy arrays beside tracers in array-API code (tapegrad.integrations.array_namespaces):
+# the look-up functions of array-api-compat and scikit-learn, swapped like SciPy's.
+_NAMESPACE_SWAPS: Dict[Any, "_Swap"] = {}  # function -> its swap (made once per function)
+_namespaces_swapped: list = []
+
+
+def _namespaces_on() -> None:
+    with _lock:
+        if _namespaces_swapped:
+            return
+        for module_name, doors in array_namespaces.LOOKUPS.items():
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            for name, make_door in doors.items():
+                fun = module.__dict__.get(name)
+                if not isinstance(fun, types.FunctionType):
+                    continue  # another release, another layout: the library's own behaviour
+                swap = _NAMESPACE_SWAPS.get(fun)
+                if swap is None:
+                    swap = _NAMESPACE_SWAPS[fun] = _Swap(fun, (None, None, False, False), make_door)
+                if fun.__code__ is swap.code:
+                    fun.__code__ = swap.door_code
+                    _namespaces_swapped.append(swap)
+
+
+def _namespaces_off() -> None:
+    with _lock:
+        for swap in _namespaces_swapped:
+            if swap.fun.__code__ is swap.door_code:
+                swap.fun.__code__ = swap.code
+        _namespaces_swapped.clear()
 
 
 def original(fun: Any) -> Callable[..., Any]:
@@ -237,6 +289,10 @@ def _make_door(
                 return dispatch_function(key, args, kwargs)
         if has_tracer(args) or (kwargs and has_tracer(kwargs)) or (inspect_self and args and _traced_self(args[0])):
             return dispatch_function(key, args, kwargs)
+        if wrappers.active:  # an xarray Variable or pint Quantity holding a tracer: SciPy would asarray it
+            unwrapped = wrappers.unwrap_arguments(args, kwargs)
+            if unwrapped is not None:
+                return dispatch_function(key, *unwrapped)
         return original(*args, **kwargs)
 
     return door
@@ -277,7 +333,12 @@ class _Swap:
 
     __slots__ = ("fun", "code", "door_code", "owner", "name", "wrapper", "original")
 
-    def __init__(self, fun: Any, options: Tuple[Any, Optional[str], bool, bool]) -> None:
+    def __init__(
+        self,
+        fun: Any,
+        options: Tuple[Any, Optional[str], bool, bool],
+        make_door: Optional[Callable[[Callable[..., Any]], Callable[[tuple, dict], Any]]] = None,
+    ) -> None:
         owner, name, inspect_self, route_all = options
         self.fun = fun
         self.owner = self.name = self.wrapper = None
@@ -289,9 +350,12 @@ class _Swap:
             original.__dict__.update(fun.__dict__)
             original.__qualname__ = fun.__qualname__
             self.original = original
-            ORIGINALS[fun] = original  # its signature, for binding traced keywords
             self.code = fun.__code__
-            door = _make_door(fun, original, inspect_self, route_all)
+            if make_door is None:
+                ORIGINALS[fun] = original  # its signature, for binding traced keywords
+                door = _make_door(fun, original, inspect_self, route_all)
+            else:  # a namespace look-up: its own door, no rule
+                door = make_door(original)
             template = _trampoline(len(self.code.co_freevars))
             replace = {
                 "co_name": self.code.co_name,

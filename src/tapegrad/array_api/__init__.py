@@ -16,6 +16,15 @@ results on its tracers (masks, indices) stay tracers, because array-API code
 refuses to mix array types.  Dtype objects are NumPy's, the only device is
 ``"cpu"``.  Extensions: ``linalg``, ``fft``, and ``special`` (SciPy's ufuncs,
 which SciPy looks up before it falls back to ``np.asarray``).
+
+Beyond the standard, every other NumPy attribute is reachable too, as NumPy
+itself: ``xp.pad``, ``xp.einsum``, ``xp.gradient``, ``xp.transpose``,
+``xp.linalg.norm``, ``xp.lib.stride_tricks`` (what xarray, which looks
+functions up in an array's namespace, calls).  They keep NumPy's signatures and
+reach the tracer through NEP 13/18 like any NumPy call; where a name is the
+standard's, the standard's adapter above wins.  ``special`` has no such
+fallback: SciPy asks ``hasattr(xp.special, name)`` to choose between a native
+function and its own generic code.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from ..tracer import Tracer
 from . import _fft as fft
 from . import _linalg as linalg  # noqa: F401  (the namespace's linalg extension)
 from . import _special as special  # noqa: F401  (xp.special, read by SciPy)
+from ._fallback import numpy_fallback
 from ._info import __array_namespace_info__  # noqa: F401
 
 __array_api_version__ = "2024.12"
@@ -192,6 +202,11 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
 def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
     """Insertion indices of ``x2`` into the sorted ``x1`` (a constant)."""
     return np.searchsorted(x1, x2, side=side, sorter=_index(sorter))
+
+
+# ---------------------------------------------------------------------------- the rest of NumPy
+# Names the standard lacks (``pad``, ``einsum``, ``gradient``, ``transpose``, ``lib``) are NumPy's.
+__getattr__, __dir__ = numpy_fallback(np, globals())
 
 
 # ---------------------------------------------------------------------------- the hook

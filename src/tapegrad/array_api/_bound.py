@@ -2,10 +2,11 @@
 
 ``Tracer.__array_namespace__()`` returns a :class:`TapeNamespace`: the functions of
 :mod:`tapegrad.array_api` itself, except that its creation functions (``zeros``,
-``asarray`` of plain values, ``arange``, ``fft.fftfreq``, ...) return constants
-of that tape instead of ndarrays.  Array-API-generic code builds arrays with them
-and mixes them with the tracers (``xpx.at(xp.zeros(n))[i].set(x)``), and SciPy
-refuses to mix array types.  Used directly, ``tapegrad.array_api`` returns plain
+``asarray`` of plain values, ``arange``, ``fft.fftfreq``, and NumPy's own
+``array``, ``identity``, ``logspace``, ... reached through the namespace's
+fallback to NumPy) return constants of that tape instead of ndarrays.
+Array-API-generic code builds arrays with them and mixes them with the tracers
+(``xpx.at(xp.zeros(n))[i].set(x)``), and SciPy refuses to mix array types.  Used directly, ``tapegrad.array_api`` returns plain
 ndarrays for plain inputs.
 
 All these views compare equal to each other and to the module (they are one
@@ -26,6 +27,9 @@ __all__ = ["TapeNamespace"]
 CREATION = frozenset(
     "arange asarray empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like zeros "
     "zeros_like".split()
+    # NumPy's own creation functions, reached through the namespace's fallback to NumPy
+    + "array asanyarray ascontiguousarray asfortranarray asarray_chkfinite require identity tri logspace "
+    "geomspace indices fromfunction fromiter frombuffer fromstring".split()
 )
 FFT_CREATION = frozenset({"fftfreq", "rfftfreq"})
 

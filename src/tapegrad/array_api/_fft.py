@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._fallback import numpy_fallback
+
 __all__ = [
     "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
     "fftfreq", "rfftfreq", "fftshift", "ifftshift",
@@ -40,3 +42,7 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Optional[Any] = None, device: 
     """Sample frequencies of ``rfft`` (a constant)."""
     out = _f.rfftfreq(n, d=d, device=device)
     return out if dtype is None else out.astype(dtype, copy=False)
+
+
+# Names the standard lacks (``fft2``, ``rfft2``) are NumPy's.
+__getattr__, __dir__ = numpy_fallback(_f, globals())

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._fallback import numpy_fallback
+
 __all__ = [
     "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul",
     "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv",
@@ -41,3 +43,7 @@ tensordot = _la.tensordot
 trace = _la.trace
 vecdot = _la.vecdot
 vector_norm = _la.vector_norm
+
+
+# Names the standard lacks (``norm``, ``eig``, ``eigvals``, ``lstsq``) are NumPy's.
+__getattr__, __dir__ = numpy_fallback(_la, globals())

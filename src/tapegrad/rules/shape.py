@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import strip
-from ..errors import UnsupportedFunctionError
+from ..errors import GradientDroppedError, UnsupportedFunctionError
 from ..lazy import is_dask
 from ..registry import PRIMITIVE, RULES, defcomposite, defvjp
 from ..tracer import Tracer
@@ -191,6 +191,8 @@ RULES[np.copy].fun = _copy
 
 def _asarray(a, dtype=None, order=None, *, like=None, **kwargs):
     """``np.asarray(tracer, like=...)``: the tracer itself (a cast when ``dtype`` asks)."""
+    if type(a) is not Tracer:  # np.asarray(0.0, like=tracer), as Dask's pad makes its fill value: a constant
+        return np.asarray(a, dtype=dtype, order=order, **kwargs)
     return a if dtype is None else a.astype(dtype)
 
 
@@ -378,6 +380,23 @@ def _tile(A, reps):
 
 defcomposite(np.tile, _tile)
 defcomposite(np.repeat, lambda a, repeats, axis=None: gather(lambda t: np.repeat(t, repeats, axis), a))
+
+
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    # NumPy's result is a view: a copy of the same elements is the same values, but a write
+    # into it would not reach x (NumPy only allows one with writeable=True).
+    if writeable:
+        raise GradientDroppedError(
+            "numpy.lib.stride_tricks.sliding_window_view(x, ..., writeable=True) on a tracer: its windows "
+            "share x's memory, and a write through them would not reach x's gradient. Use writeable=False "
+            "(the default) and build new values with np.where or np.concatenate instead of writing."
+        )
+    view = np.lib.stride_tricks.sliding_window_view
+    return gather(lambda t: view(t, window_shape, axis=axis), x)
+
+
+# xarray's rolling windows (DataArray.rolling(...).construct / .mean) use it.
+defcomposite(np.lib.stride_tricks.sliding_window_view, _sliding_window_view)
 
 defvjp(np.flip, lambda g, ans, m, axis=None: np.flip(g, negative_axes(axis, np.ndim(m))), sparse=True)
 
