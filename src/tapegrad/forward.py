@@ -32,6 +32,7 @@ from .reverse import _normalize_argnums, _vjp, grad, jacrev, vjp
 from .backward import basis_rows, strong_zeros
 from .requests import leading_batch
 from .array_types import follow_library
+from .tape import PLACEHOLDER_COTANGENTS
 from .tracer import Tracer, strip
 from .tree import flatten, unflatten
 
@@ -132,8 +133,12 @@ def _push_forward(plain: Any, pullback: Callable, tangents: Any) -> tuple:
 
     def pulled_back(*cotangent_leaves: Any) -> tuple:
         # The placeholders' zeros are not zeros of the map: no strong zeros in this sweep.
-        with strong_zeros("off"):
-            return pullback(unflatten(out_structure, list(cotangent_leaves)))
+        token = PLACEHOLDER_COTANGENTS.set(True)
+        try:
+            with strong_zeros("off"):
+                return pullback(unflatten(out_structure, list(cotangent_leaves)))
+        finally:
+            PLACEHOLDER_COTANGENTS.reset(token)
 
     # The pullback is linear in its cotangent: the VJP of that map is J u.
     at_zero, transpose = vjp(pulled_back, *placeholders)

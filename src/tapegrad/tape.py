@@ -12,6 +12,7 @@ arguments, and the lower levels see only the raw values.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 from typing import Any
 
@@ -21,7 +22,13 @@ from .errors import TapeError
 from .registry import RULE_TABLE
 from .tracer import Tracer, as_source_value, small_shape
 
-__all__ = ["Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "FITTED", "RELEASED", "parent_runs"]
+#: True while forward mode (the transpose trick, :mod:`tapegrad.forward`) sweeps a pullback
+#: seeded with placeholder cotangents: only the map's linearity in them counts, not their
+#: values (zeros), so no rule may read a traced cotangent's value as "this part is unused".
+PLACEHOLDER_COTANGENTS: contextvars.ContextVar = contextvars.ContextVar("tapegrad_placeholder_cotangents",
+                                                                         default=False)
+
+__all__ = ["PLACEHOLDER_COTANGENTS", "Node", "Tape", "Pruned", "rule_of", "INDEX", "RULE", "ARGS", "KWARGS", "ANS", "PARENTS", "N_OUT", "PARENT_FIELDS", "FITTED", "RELEASED", "parent_runs"]
 
 # next() on itertools.count is atomic under the GIL, so threads get distinct levels.
 _levels = itertools.count(1)

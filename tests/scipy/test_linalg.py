@@ -618,3 +618,18 @@ def test_subspace_angles():
     x = np.array([[0.3], [0.4], [-0.2]])
     closed = tg.grad(lambda x: np.arccos(np.abs(x[0, 0]) / np.linalg.norm(x)))(x)
     np.testing.assert_allclose(tg.grad(lambda x: sl.subspace_angles(x, e)[0])(x), closed, rtol=1e-10)
+
+
+@pytest.mark.parametrize("fun", [
+    lambda a: sl.qr(a)[0] ** 3,
+    lambda a: sl.svd(a)[0] ** 3,
+    lambda a: sl.rq(a.T)[1] ** 3,
+], ids=["qr-full", "svd-full", "rq-full"])
+def test_forward_mode_never_drops_the_extra_columns_of_a_full_factor(fun):
+    # The extra columns are not unique, so their derivative is refused.  Forward mode
+    # sweeps placeholder cotangents whose zeros say nothing: it must refuse too, never
+    # give them a zero tangent (as it did before PLACEHOLDER_COTANGENTS).
+    a = np.random.default_rng(3).standard_normal((4, 2))
+    for ask in (tg.jacfwd, tg.jacobian, lambda f: lambda a: tg.jvp(f, (a,), (np.ones_like(a),))[1]):
+        with pytest.raises(tg.NonDifferentiableArgumentError, match="extra"):
+            ask(fun)(a)

@@ -12,8 +12,22 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..lazy import broadcast_to
+from ..tape import PLACEHOLDER_COTANGENTS
+from ..tracer import Tracer, strip
 
-__all__ = ["batch_ndim", "negative_axes", "unreduce", "swap_last"]
+__all__ = ["batch_ndim", "negative_axes", "unreduce", "swap_last", "may_be_nonzero"]
+
+
+def may_be_nonzero(part: Any) -> bool:
+    """Whether a part of a cotangent may carry a derivative (for rules that refuse a used part).
+
+    A plain array says so by its values; so does a traced one in a reverse sweep (a
+    Hessian's cotangent is a value of the first sweep).  In forward mode the traced
+    cotangents are placeholders whose zeros say nothing: the part may be used.
+    """
+    if type(part) is Tracer and PLACEHOLDER_COTANGENTS.get():
+        return True
+    return bool(np.any(strip(part)))
 
 
 def batch_ndim(g: Any, ans: Any) -> int:

@@ -81,7 +81,7 @@ import scipy.linalg as sl
 from ..dispatch import primitive, strip, strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp, intercepted
-from ._util import swap_last as _T
+from ._util import may_be_nonzero, swap_last as _T
 from .linalg import (
     _complex_cholesky_cotangent,
     _cj,
@@ -721,7 +721,7 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, overwrite_a=False, 
     if full_matrices:
         # The extra singular vectors of a full SVD are not unique: only a cotangent that
         # leaves them out is differentiable.
-        if np.any(strip(gu)[..., k:]) or np.any(strip(gvh)[..., k:, :]):
+        if may_be_nonzero(gu[..., k:]) or may_be_nonzero(gvh[..., k:, :]):
             raise _refuse("svd", "a cotangent on the extra singular vectors of full_matrices=True (they are not "
                                  "unique); use full_matrices=False.")
         u, gu, vh, gvh = u[..., :, :k], gu[..., :, :k], vh[..., :k, :], gvh[..., :k, :]
@@ -787,7 +787,7 @@ def _qr_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", pivoting=Fals
         q, r = ans
         gq, gr = g
         if mode == "full" and m > n:
-            if np.any(strip(gq)[..., n:]):
+            if may_be_nonzero(gq[..., n:]):
                 raise _refuse("qr", "a cotangent on the extra columns of Q in mode='full' (they are not unique); "
                                     "use mode='economic'.")
             q, gq, r, gr = q[..., :, :n], gq[..., :, :n], r[..., :n, :], gr[..., :n, :]
@@ -1568,7 +1568,7 @@ def _rq_vjp(g, ans, a, overwrite_a=False, lwork=None, mode="full", check_finite=
         (r, q), (gr, gq) = ans, g
         r_e, q_e, gr_e, gq_e = r, q, gr, gq
         if mode == "full" and m < n:
-            if np.any(strip(gq)[..., : n - m, :]):
+            if may_be_nonzero(gq[..., : n - m, :]):
                 raise _refuse("rq", "a cotangent on the extra rows of Q in mode='full' (they are not unique); "
                                     "use mode='economic'.")
             r_e, q_e, gr_e, gq_e = r[..., :, n - m:], q[..., n - m:, :], gr[..., :, n - m:], gq[..., n - m:, :]
