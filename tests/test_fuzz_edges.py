@@ -8,7 +8,11 @@ Hypothesis draws what the plain fuzzer (``tests/test_fuzz.py``) does not:
   complex-conjugate eigenvalues, on complex matrices and on stacks, checked at
   first order against central differences and at second order (an HVP, the
   gradient of a directional derivative) against central differences of the
-  gradient; and the dense Hessian against stacked HVPs.
+  gradient; and the dense Hessian against stacked HVPs;
+* the plain fuzzer's random programs returning their result inside an xarray
+  ``DataArray`` (or a ``Dataset``'s variable) or a pint ``Quantity``: every mode
+  must give exactly the numbers of the unwrapped program (a wrapped output once
+  read as a constant: a silent zero gradient).
 
 Every check compares numbers; a drawn matrix whose function is too
 ill-conditioned for finite differences to mean anything (an eigenvalue within
@@ -137,3 +141,62 @@ def test_matrix_function_first_and_second_order(drawn, name, part):
     if p.size <= 18:
         h = tg.hessian(loss)(p).reshape(p.size, p.size)
         assert u.ravel() @ h @ u.ravel() == pytest.approx(uhu, rel=1e-8, abs=1e-9)
+
+
+# ---------------------------------------------------------------- outputs wrapped by other libraries
+from tests.test_fuzz import build, programs, _inputs  # noqa: E402  (the plain fuzzer's programs)
+
+
+def _wrappers():
+    """Ways a function hands back its traced result inside another library's object (same numbers)."""
+    out = {}
+    try:
+        import xarray as xr
+
+        out["DataArray"] = lambda v: xr.DataArray(v)
+        out["Dataset-variable"] = lambda v: xr.Dataset({"a": xr.DataArray(v)})["a"]
+    except ImportError:  # pragma: no cover - xarray is in the test extra
+        pass
+    try:
+        import pint
+
+        ureg = pint.UnitRegistry()
+        out["Quantity"] = lambda v: ureg.Quantity(v, "m")
+        out["Quantity-dimensionless"] = lambda v: ureg.Quantity(v, "m") / ureg.Quantity(1.0, "m")
+    except ImportError:  # pragma: no cover - pint is in the test extra
+        pass
+    return out
+
+
+WRAPPERS = _wrappers()
+
+
+def _magnitude(value):
+    value = getattr(value, "data", value)
+    value = getattr(value, "magnitude", value)
+    return np.asarray(value)
+
+
+@settings(max_examples=settings().max_examples)  # xarray's and pint's own overhead per call
+@given(programs(), st.sampled_from(sorted(WRAPPERS)))
+def test_wrapped_output_gives_the_unwrapped_numbers(program, wrapper):
+    shape, other, steps, seed = program
+    f = build(steps)
+    x, y = _inputs(shape, other, seed)
+    wrap = WRAPPERS[wrapper]
+
+    def plain(x):
+        return np.sum(f(x, y)) * 0.5
+
+    def wrapped(x):
+        return wrap(np.sum(f(x, y))) * 0.5
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value, grad = tg.value_and_grad(wrapped)(x)
+        np.testing.assert_array_equal(grad, tg.grad(plain)(x))
+        assert _magnitude(value) == pytest.approx(float(plain(x)), rel=1e-12, abs=1e-12)
+        u = np.random.default_rng(seed).standard_normal(x.shape)
+        np.testing.assert_array_equal(tg.hvp(wrapped)(x, u), tg.hvp(plain)(x, u))
+        if x.size <= 12:
+            np.testing.assert_array_equal(tg.jacobian(lambda x: wrap(f(x, y)))(x), tg.jacobian(lambda x: f(x, y))(x))
