@@ -37,6 +37,7 @@ __all__ = [
     "defvjp",
     "defcomposite",
     "defconstant",
+    "defswitch",
     "lookup",
     "RESOLVERS",
     "function_name",
@@ -128,6 +129,12 @@ class Rule:
     #: ``np.square(x)``).  The recorder records that instead: one parent and one VJP
     #: rather than two products and their sum, in the gradient and again in a Hessian.
     same_operands: Any = None
+    #: For a piecewise-smooth function (``np.maximum``, ``np.abs``, a comparison):
+    #: ``switch(*args, **kwargs)`` gives an array (NumPy code, so it runs on tracers too)
+    #: whose signs select the smooth piece that the call computes; the piece changes only
+    #: where an element crosses zero (``a - b`` for ``np.maximum(a, b)``).  ODE rules split
+    #: their steps there (:mod:`tapegrad.solvers._kinks`).  Set with :func:`defswitch`.
+    switch: Optional[Callable[..., Any]] = None
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.
@@ -336,6 +343,17 @@ def defconstant(*funs: Any, note: str = "", traced: bool = False) -> None:
     for fun in funs:
         _check_reachable(fun)
         RULES[fun] = Rule(fun, CONSTANT, _call_of(fun), name=function_name(fun), note=note, traced_constant=traced)
+
+
+def defswitch(switch: Callable[..., Any], *funs: Any) -> None:
+    """Mark the (registered) rules of ``funs`` piecewise smooth, their pieces selected by ``switch``.
+
+    ``switch`` receives a call's arguments and returns an array, or a tuple of
+    arrays, whose signs select the piece (see :attr:`Rule.switch`); ``None`` when
+    the call has no switch (``np.abs`` of a complex value).
+    """
+    for fun in funs:
+        RULES[fun].switch = switch
 
 
 def lookup(key: Any) -> Optional[Rule]:

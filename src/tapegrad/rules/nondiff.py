@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dispatch import strip, strip_all
-from ..registry import defcomposite, defconstant
+from ..registry import defcomposite, defconstant, defswitch
 from ..tracer import Tracer
 from .indexing import untake
 
@@ -59,6 +59,14 @@ CONSTANT_QUERIES = [
 defconstant(*CONSTANT_UFUNCS)
 defconstant(*CONSTANT_FUNCTIONS)
 defconstant(*CONSTANT_QUERIES)
+# Where their (piecewise-constant) value changes, for ODE rules (see Rule.switch): a sign or
+# an order changes with a difference's sign, an integer part where sin(pi x) changes sign.
+defswitch(lambda x, y, *rest, **kwargs: x - y, np.less, np.less_equal, np.greater, np.greater_equal)
+defswitch(lambda x, *rest, **kwargs: x, np.sign)
+defswitch(lambda x, *rest, **kwargs: np.sin(np.pi * x), np.floor, np.ceil, np.trunc, np.fix)
+defswitch(lambda x, *rest, **kwargs: np.cos(np.pi * x), np.rint)
+defswitch(lambda a, decimals=0, *rest, **kwargs: np.cos(np.pi * (a * 10.0**decimals)), np.round, np.around)
+defswitch(lambda x, y, *rest, **kwargs: np.sin(np.pi * (x / y)), np.floor_divide)
 # Names a supported NumPy has and a newer one removed: registered only where present.
 # np.in1d: isin's old spelling, deprecated in NumPy 2.0, removed in 2.4.
 if hasattr(np, "in1d"):

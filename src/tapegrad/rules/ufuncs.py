@@ -37,7 +37,7 @@ import numpy as np
 
 from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
-from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defvjp
+from ..registry import CONSTANT_ARG, RULES, defcomposite, defconstant, defswitch, defvjp
 from ..memo import remembered
 from ..parallel import call as parallel_call
 
@@ -277,6 +277,30 @@ _core(
 )
 # modf(x) = (fractional part, integral part); the integral part is piecewise constant.
 _core(np.modf, lambda g, ans, x: g[0], note="integral part has zero gradient")
+
+
+# --------------------------------------------------------------- switches (Rule.switch)
+# Where the smooth piece of a kinked function changes: ODE rules split their steps there.
+def _difference(x, y, *rest, **kwargs):
+    return x - y
+
+
+def _real_argument(x, *rest, **kwargs):
+    return None if np.iscomplexobj(x) else x
+
+
+def _quotient_switch(x, y, *rest, **kwargs):
+    # The integer quotient changes where x / y crosses an integer: where sin(pi x / y) changes sign.
+    return np.sin(np.pi * (x / y))
+
+
+defswitch(_difference, np.maximum, np.minimum, np.fmax, np.fmin)
+defswitch(_real_argument, np.absolute, np.fabs, np.heaviside)
+defswitch(lambda x, y, *rest, **kwargs: (x, y), np.copysign)
+defswitch(_quotient_switch, np.remainder, np.fmod, np.divmod)
+
+
+# --------------------------------------------------------------- mantissa and exponent
 # frexp(x) = (m, e) with x = m * 2**e: dm/dx = 2**-e (e is an integer output).
 _core(np.frexp, lambda g, ans, x: np.ldexp(g[0], -ans[1]), note="exponent output is an integer")
 _core(np.ldexp, lambda g, ans, x, e: np.ldexp(g, e), CONSTANT_ARG)

@@ -28,6 +28,12 @@ Runge-Kutta step of length ``t - stop_gradient(t)``: ``dy/dt = f``, and higher
 derivatives to fourth order.  Terminal and non-terminal events: the event time
 solves ``g(t, y(t)) = 0`` and gets its derivative from the same chord step.
 
+Right-hand sides with kinks (``np.maximum``, ``np.abs``, ``np.where`` on a comparison,
+``np.clip``, ``np.sign``, ...) are smooth only piecewise: :mod:`tapegrad.solvers._kinks`
+finds where their pieces switch along the solution, the collocation is split there
+(:class:`Piecewise`, on a trajectory corrected on the pieces by :func:`_corrected`), and
+each switch is crossed with the switch time's own derivative.
+
 Quadrature
 ----------
 ``quad`` (and ``quad_vec``, on its own intervals and maps) keeps SciPy's value; its derivative is that of a Gauss-Legendre rule
@@ -51,6 +57,7 @@ from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
+from ._kinks import Crossings, Probe, follows, locate, rebracket, relocate
 
 __all__: list = []
 
@@ -69,6 +76,25 @@ def radau_iia(q: int) -> tuple:
     inv_v = np.linalg.inv(c[:, None] ** powers[None, :])  # Lagrange basis coefficients
     a = (c[:, None] ** (powers + 1) / (powers + 1)) @ inv_v
     return c, a, inv_v
+
+
+def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """``f_y`` at each ``(times[k], states[k])``, ``(k, n, n)``: one tapegrad Jacobian per chunk of points.
+
+    A Jacobian call has a fixed cost (a tape, a sweep); stacking a few dozen points'
+    right-hand sides shares it while the batch of cotangents stays small.
+    """
+    chunk = max(1, 64 // states.shape[1])
+    out = []
+    for start in range(0, times.size, chunk):
+        ts, ys = times[start:start + chunk], states[start:start + chunk]
+
+        def stacked(y: Any, _ts: np.ndarray = ts) -> Any:
+            return np.stack([rhs(t, y[k]) for k, t in enumerate(_ts)])
+
+        jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
+        out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
+    return np.concatenate(out)
 
 
 def _integrated_basis(theta: Any, inv_v: np.ndarray) -> Any:
@@ -117,27 +143,8 @@ class Collocation:
         self.n = n
         values = np.asarray(dense(nodes.reshape(-1)), dtype=float).reshape(n, -1).T
         self.z0 = values.reshape(len(self.h), q, n)
-        jacobians = self._node_jacobians().reshape(len(self.h), q, n, n)
+        jacobians = _jacobians(rhs, nodes.reshape(-1), self.z0.reshape(-1, n)).reshape(len(self.h), q, n, n)
         self.kinv = [self._step_inverse(i, jacobians[i]) for i in range(len(self.h))]
-
-    def _node_jacobians(self) -> np.ndarray:
-        """``f_y`` at every node, ``(nodes, n, n)``: one tapegrad Jacobian per chunk of nodes.
-
-        A Jacobian call has a fixed cost (a tape, a sweep); stacking a few dozen nodes'
-        right-hand sides shares it while the batch of cotangents stays small.
-        """
-        times, states = self.nodes.reshape(-1), self.z0.reshape(-1, self.n)
-        chunk = max(1, 64 // self.n)
-        out = []
-        for start in range(0, times.size, chunk):
-            ts, ys = times[start:start + chunk], states[start:start + chunk]
-
-            def stacked(y: Any, _ts: np.ndarray = ts) -> Any:
-                return np.stack([self.rhs(t, y[k]) for k, t in enumerate(_ts)])
-
-            jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
-            out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
-        return np.concatenate(out)
 
     def _step_inverse(self, i: int, jac: np.ndarray) -> np.ndarray:
         q, n = self.c.size, self.n
@@ -183,8 +190,7 @@ class Collocation:
     def dense(self, t: Any) -> Any:
         """The traced collocation polynomial at times ``t`` (1-D), columns like SciPy's ``sol(t)``."""
         if not hasattr(self, "_f"):
-            self._f = [np.stack([self.rhs(self.nodes[i, l], zi[l]) for l in range(self.c.size)])
-                       for i, zi in enumerate(self.z)]
+            self._f = {}  # the right-hand side at the nodes of the steps asked for
         tp = np.atleast_1d(np.asarray(strip_tree(t), dtype=float))
         sign = 1.0 if self.grid[-1] >= self.grid[0] else -1.0
         steps = np.clip(np.searchsorted(sign * self.grid, sign * tp, side="right") - 1, 0, len(self.h) - 1)
@@ -193,8 +199,265 @@ class Collocation:
         for k, i in enumerate(steps):
             tk = t_traced[k] if np.ndim(t_traced) else t_traced
             theta = (tk - self.grid[i]) / self.h[i]
+            if i not in self._f:
+                self._f[i] = np.stack([self.rhs(self.nodes[i, l], self.z[i][l]) for l in range(self.c.size)])
             cols.append(self.at_grid(i) + self.h[i] * (_integrated_basis(theta, self.inv_v) @ self._f[i]))
         return np.stack(cols, axis=-1)
+
+
+class Piecewise:
+    """:class:`Collocation` on each smooth piece between the right-hand side's switches.
+
+    The pieces meet at the gaps ``[a, b]`` around the switches (see
+    :mod:`tapegrad.solvers._kinks`): each starts from the traced crossing of the one
+    before (``crossings``, set by :func:`_kinked_collocation`).  Same interface as
+    :class:`Collocation` (``grid``, ``solve``, ``at_grid``, ``dense``), on the whole grid.
+    """
+
+    def __init__(self, name: str, rhs: Callable, y0: Any, grid: np.ndarray, dense: Callable, q: int,
+                 switches: list) -> None:
+        self.name, self.rhs, self.y0, self.grid, self.plain, self.q = name, rhs, y0, grid, dense, q
+        self.switches, self.crossings = switches, None
+        self.starts, ends = _pieces(grid, switches)
+        plain = strip_tree(y0)
+        self.pieces = [Collocation(name, rhs, plain, grid[lo:hi], dense, q) for lo, hi in zip(self.starts, ends)]
+
+    def solve(self, steps: int) -> None:
+        y = self.y0
+        for m, piece in enumerate(self.pieces):
+            if m:
+                before = self.pieces[m - 1]
+                y = self.crossings.cross(m - 1, before.at_grid(before.grid.size - 1))
+            piece.y0 = y
+            piece.solve(steps)
+
+    def _piece(self, index: int) -> int:
+        return int(np.searchsorted(self.starts, index, side="right")) - 1
+
+    def at_grid(self, index: int) -> Any:
+        m = self._piece(index)
+        return self.pieces[m].at_grid(index - self.starts[m])
+
+    def dense(self, t: Any) -> Any:
+        tp = np.atleast_1d(np.asarray(strip_tree(t), dtype=float))
+        sign = 1.0 if self.grid[-1] >= self.grid[0] else -1.0
+        firsts = sign * self.grid[self.starts]
+        which = np.clip(np.searchsorted(firsts, sign * tp, side="right") - 1, 0, len(self.pieces) - 1)
+        traced = levels_of(t)
+        cols: list = [None] * tp.size
+        for m in np.unique(which):
+            idx = np.flatnonzero(which == m)
+            part = self.pieces[m].dense(np.reshape(t, (-1,))[idx] if traced else tp[idx])
+            for k, i in enumerate(idx):
+                cols[i] = part[..., k]
+        return np.stack(cols, axis=-1)
+
+
+def _pieces(grid: np.ndarray, switches: list) -> tuple:
+    """The first and one-past-last grid index of each smooth piece (the switches' gaps between them)."""
+    cuts = []
+    for switch in switches:  # grid[cut] = a, grid[cut + 1] = b
+        cut = int(np.flatnonzero(grid == switch.a)[0])
+        if grid[cut + 1] != switch.b:
+            raise AssertionError("tapegrad internal error: a switch's gap holds grid points")
+        cuts.append(cut + 1)
+    return [0] + cuts, cuts + [grid.size]
+
+
+def _plain_state(dense: Callable, t: float) -> np.ndarray:
+    return np.asarray(dense(np.array([t])), dtype=float)[:, 0]
+
+
+def _corrected(rhs: Callable, y0: np.ndarray, grid: np.ndarray, dense: Callable, q: int, switches: list,
+               probe: Probe, rtol: float, atol: float, known: dict) -> Any:
+    """SciPy's solution corrected by a Newton step on the pieces' collocation equations, or ``None``.
+
+    SciPy's dense output inside a step across a kink is one polynomial across the kink,
+    and its error estimate does not see it: node values there (and the switch times
+    located on them) can be off by hundreds of tolerances, and the derivative, which is
+    evaluated there, with them.  A Newton step on the collocation equations of the pieces
+    gives their solution (the Newton matrix takes ``f_y`` at each step's end for the
+    whole step: exact for piecewise-linear right-hand sides, a contraction otherwise), the
+    switches are located again along it, as the pieces meet there.  ``known`` keeps the
+    Jacobians by time between calls (a simplified Newton iteration: the next call reuses
+    them where the step ends did not move).
+
+    Returns
+    -------
+    None, when SciPy's values are within tolerance of the pieces' collocation solution
+    (or the correction cannot be followed); else ``(trajectory, grid, switches, zones)``:
+    the corrected solution as a dense function, the grid with the gaps moved, the moved
+    switches and the time ranges they moved across.
+    """
+    c, a_mat, _ = radau_iia(q)
+    direction = 1.0 if grid[-1] >= grid[0] else -1.0
+    h = np.diff(grid)
+    nodes = grid[:-1, None] + c[None, :] * h[:, None]
+    nodes[:, -1] = grid[1:]
+    n = y0.size
+    z0 = np.asarray(dense(nodes.reshape(-1)), dtype=float).reshape(n, -1).T.reshape(h.size, q, n)
+    ends_t = grid[1:].tolist()
+    missing = [i for i, t in enumerate(ends_t) if t not in known]
+    if missing:
+        for i, j in zip(missing, _jacobians(rhs, grid[1:][missing], z0[missing, -1])):
+            known[ends_t[i]] = j
+    jac = [known[t] for t in ends_t]
+    starts, ends = _pieces(grid, switches)
+    dy, worst, pieces, taus = np.zeros(n), 0.0, [], []
+    for m, (lo, hi) in enumerate(zip(starts, ends)):
+        y_prev = y0 if m == 0 else _plain_state(dense, grid[lo])
+        if m:
+            old = switches[m - 1]
+            tau = relocate(probe, _Trajectory(pieces[-1:], [], direction, c), old)
+            # Within the two pieces it separates (past a step or two, the next Newton step, on the
+            # grid moved with it, makes up for the extended polynomial).
+            if tau is None or not direction * (tau - grid[starts[m - 1]]) > 0 or \
+                    not direction * (grid[hi - 1] - tau) > 0:
+                return None
+            taus.append(tau)
+            # Moving the switch by dt moves the state beyond it by (f_L - f_R) dt.
+            f_left = np.asarray(strip(rhs(old.a, _plain_state(dense, old.a))), dtype=float)
+            f_right = np.asarray(strip(rhs(old.b, y_prev)), dtype=float)
+            dy = dy - (f_left - f_right) * (tau - old.tau)
+        first, stages = [], []
+        for i in range(lo, hi - 1):
+            f = np.stack([np.asarray(strip(rhs(nodes[i, l], z0[i, l])), dtype=float) for l in range(q)])
+            g = z0[i] - y_prev - h[i] * (a_mat @ f)
+            k = np.eye(q * n) - h[i] * np.kron(a_mat, jac[i])
+            try:
+                d = np.reshape(np.linalg.solve(k, np.reshape(g + dy, (-1,))), (q, n))
+            except np.linalg.LinAlgError:
+                return None
+            first.append(y_prev - dy)
+            stages.append(z0[i] - d)
+            worst = max(worst, float(np.max(np.abs(d) / (atol + rtol * np.abs(z0[i])))))
+            dy, y_prev = d[-1], z0[i][-1]
+        pieces.append((grid[lo:hi], np.array(first), np.array(stages)))
+    if not worst > 1.0 or not np.all(np.isfinite(dy)):
+        return None
+    trajectory = _Trajectory(pieces, taus, direction, c)
+    moved = [rebracket(probe, trajectory, s, tau, direction) for s, tau in zip(switches, taus)]
+    if any(s is None for s in moved):
+        return None
+    ends = [grid[0]] + [x for s in moved for x in (s.a, s.b)] + [grid[-1]]
+    if not np.all(direction * np.diff(ends) > 0):  # the gaps in order, apart, inside the span
+        return None
+    # The grid with the gaps moved: points that fall inside a new gap go (an output time there too:
+    # see _ode_outputs).
+    old_edges = {x for s in switches for x in (s.a, s.b)}
+    points = np.array([x for x in grid if x not in old_edges])
+    for s in moved:
+        lo, hi = sorted((s.a, s.b))
+        points = points[~((points >= lo) & (points <= hi))]
+    grid = _merge_grid(np.concatenate([points[:1], [x for s in moved for x in (s.a, s.b)], points[-1:]]), points)
+    zones = [(min(o.a, o.b, s.a, s.b), max(o.a, o.b, s.a, s.b)) for o, s in zip(switches, moved)]
+    for t in [t for t in known if any(lo <= t <= hi for lo, hi in zones)]:  # their piece may have changed
+        del known[t]
+    return trajectory, grid, moved, zones
+
+
+class _Trajectory:
+    """A plain solution made of collocation polynomials, called like SciPy's ``sol(t) -> (n, k)``.
+
+    Parameters
+    ----------
+    pieces : list of (grid, starts, stages)
+        Per piece: its grid, the state at each step's start ``(N, n)`` and the stage
+        values ``(N, q, n)``; each step's polynomial interpolates them.
+    taus : list of float
+        The switch times between consecutive pieces: a time belongs to the piece it
+        falls in, each piece's polynomials extended up to its switches.
+    """
+
+    def __init__(self, pieces: list, taus: list, direction: float, c: np.ndarray) -> None:
+        self.taus, self.direction = direction * np.asarray(taus, dtype=float), direction
+        theta = np.concatenate([[0.0], c])
+        inverse = np.linalg.inv(theta[:, None] ** np.arange(theta.size)[None, :])
+        self.pieces = [(grid, np.einsum("pj,ijn->ipn", inverse, np.concatenate([starts[:, None], stages], axis=1)))
+                       for grid, starts, stages in pieces]
+
+    def __call__(self, t: Any) -> np.ndarray:
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        which = np.searchsorted(self.taus, self.direction * t, side="right")
+        out = np.empty((self.pieces[0][1].shape[-1], t.size))
+        for m in np.unique(which):
+            idx = np.flatnonzero(which == m)
+            grid, coef = self.pieces[m]
+            i = np.clip(np.searchsorted(self.direction * grid, self.direction * t[idx], side="right") - 1,
+                        0, grid.size - 2)
+            theta = (t[idx] - grid[i]) / (grid[i + 1] - grid[i])
+            out[:, idx] = np.einsum("kp,kpn->nk", theta[:, None] ** np.arange(coef.shape[1])[None, :], coef[i])
+        return out
+
+
+def _kinked_collocation(name: str, rhs: Callable, probe: Probe, y0: Any, dense: Callable, steps_p: np.ndarray,
+                        outputs: np.ndarray, q: int, rtol: float, atol: float, steps: int) -> Any:
+    """The collocation of a right-hand side with kinked calls: split where its pieces switch.
+
+    The switches are located along SciPy's solution, which is then corrected on SciPy's
+    own steps split there (:func:`_corrected`), and the grid thinned as for a smooth
+    right-hand side, by the defect of the corrected solution (SciPy's own, inflated
+    around the switches, would let the thinning go too far).  A correction that moves
+    the solution across a switch SciPy's did not cross (away from where the switches
+    themselves moved) means that SciPy's solution does not follow the pieces it sampled
+    (it chatters along a switching surface, or the tolerance is too loose to resolve the
+    switches): the switches are then located again along the corrected solution, once.
+
+    Returns ``(grid, colloc)``; ``colloc`` is ``None`` for a grid of one point.
+    """
+    trajectory, fine = dense, _merge_grid(steps_p, outputs)
+    y0p = np.asarray(strip_tree(y0), dtype=float).reshape(-1)
+    for attempt in range(2):
+        switches, patterns = locate(probe, trajectory, fine, radau_iia(q)[0])
+        # The gaps' edges join the grid; points inside a gap leave it, output times too (the state at
+        # an output time there is the piece before it, extended: at the switch itself a kinked rule
+        # would see a tie, which no piece's derivative is).
+        grid = _merge_grid(fine, np.array([x for s in switches for x in (s.a, s.b)]))
+        grid = _outside_gaps(grid, switches, keep=[x for s in switches for x in (s.a, s.b)])
+        # Newton steps until the last one is within tolerance (from a loose SciPy solution one step
+        # does not get there).
+        zones: list = []
+        strays = None  # a correction that crossed switches SciPy's solution did not
+        known: dict = {}
+        for _ in range(4):
+            better = _corrected(rhs, y0p, grid, trajectory, q, switches, probe, rtol, atol, known)
+            if better is None:
+                break
+            zones += better[3]
+            if not follows(probe, better[0], better[1], patterns, zones):
+                strays = better[0]
+                break
+            trajectory, grid, switches = better[:3]
+        if strays is None:
+            break
+        trajectory = strays
+    else:
+        raise NonDifferentiableArgumentError(
+            f"{name}: SciPy's solution does not follow the pieces of the right-hand side that it samples (it "
+            "chatters along a switching surface, or the tolerance is too loose to resolve where the pieces "
+            "switch), so tapegrad cannot vouch for its derivative. Tighten rtol, or model the motion along "
+            "the switching surface explicitly."
+        )
+    edges = np.array([x for s in switches for x in (s.a, s.b)])
+    grid = _choose_grid(rhs, trajectory, grid, np.concatenate([_outside_gaps(outputs, switches), edges]), q,
+                        rtol, atol)
+    if grid.size < 2:
+        return grid, None
+    # Linearized at the corrected values.
+    colloc = Piecewise(name, rhs, y0, grid, trajectory, q, switches)
+    colloc.crossings = Crossings(name, rhs, probe, switches, trajectory, steps)
+    return grid, colloc
+
+
+def _outside_gaps(times: np.ndarray, switches: list, keep: Any = ()) -> np.ndarray:
+    """``times`` without those inside a switch's gap (or on its edges, unless in ``keep``)."""
+    if not switches or not np.size(times):
+        return np.asarray(times)
+    a = np.array([s.a for s in switches])
+    b = np.array([s.b for s in switches])
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    inside = np.any((times[:, None] >= lo[None, :]) & (times[:, None] <= hi[None, :]), axis=1)
+    return times[~inside | np.isin(times, np.asarray(keep, dtype=float))]
 
 
 def _defect(rhs: Callable, dense: Callable, grid: np.ndarray, q: int, rtol: float, atol: float) -> float:
@@ -296,18 +559,29 @@ def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_
                          "Differentiate at most four times with respect to time points.")
     t_plain = np.asarray(strip_tree(t_out), dtype=float).reshape(-1)
     q = 5 if method == "DOP853" else 4
+    steps_p = np.asarray(steps_grid, dtype=float)
     with call.quiet():  # plain evaluations: nothing to record
-        grid = _choose_grid(rhs, dense, np.asarray(steps_grid, dtype=float), t_plain, q, rtol, atol)
-        if grid.size < 2:
+        # A right-hand side with kinked calls (np.maximum, np.abs, comparisons): split the
+        # grid where its pieces switch (tapegrad.solvers._kinks); one probe finds none else.
+        probe = Probe(rhs)
+        if steps_p.size > 1 and probe.finds(steps_p[0], np.asarray(dense(steps_p[:1]), dtype=float)[:, 0]):
+            grid, colloc = _kinked_collocation(name, rhs, probe, y0v, dense, steps_p, t_plain, q, rtol, atol, steps)
+        else:
+            grid = _choose_grid(rhs, dense, steps_p, t_plain, q, rtol, atol)
+            colloc = Collocation(name, rhs, y0v, grid, dense, q) if grid.size > 1 else None
+        if colloc is None:
             return [y0v for _ in t_plain], None
-        colloc = Collocation(name, rhs, y0v, grid, dense, q)
     colloc.solve(steps)
     sign = 1.0 if grid[-1] >= grid[0] else -1.0
     where = np.searchsorted(sign * grid, sign * t_plain)
     states = []
     for k, idx in enumerate(where):
         tk = t_out[k] if levels_of(t_out) else t_plain[k]
-        states.append(_time_flow(rhs, t_plain[k], colloc.at_grid(int(idx)), tk, name, steps))
+        if idx < grid.size and grid[idx] == t_plain[k]:
+            state = colloc.at_grid(int(idx))
+        else:  # an output time inside a switch's gap (kept off the grid): the piece before it, extended
+            state = colloc.dense(t_plain[k:k + 1])[..., 0]
+        states.append(_time_flow(rhs, t_plain[k], state, tk, name, steps))
     return states, colloc
 
 
