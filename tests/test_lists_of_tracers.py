@@ -70,6 +70,7 @@ CASES = {
     "norm": lambda x: np.linalg.norm([x[0] ** 2, x[1] * x[2]]),
     "norm_matrix": lambda x: np.linalg.norm([[x[0], x[1]], [x[2], x[3]]]),
     "append": lambda x: np.sum(np.append([x[0]], [x[1]]) ** 2),
+    "append_to_traced": lambda x: np.sum(np.append([x[0], 2.0], x[1]) ** 2),  # tapegrad's own append rule
     "r_": lambda x: np.sum(np.r_[x, x**2] ** 2),
     "c_": lambda x: np.sum(np.c_[x, x**2] ** 3),
     "r_mixed": lambda x: np.sum(np.r_[x[0], 1.0, x[1]] ** 2),

@@ -321,6 +321,9 @@ defcomposite(np.block, _block)
 
 
 def _append(arr, values, axis=None):
+    # NumPy's first step, looked up at call time: a list holding tracers becomes one traced
+    # array while a tape records (tapegrad.constructors).
+    arr = np.asanyarray(arr)
     if axis is None:
         if np.ndim(arr) != 1:
             arr = np.ravel(arr)
