@@ -238,7 +238,13 @@ def _split_jacobian(t_out: Any, y: Any, leaves: list, sizes: list, structure: An
         block = t_out[offset : offset + n]
         offset += n
         block = np.moveaxis(np.reshape(block, (n,) + yshape), 0, -1)
-        blocks.append(np.reshape(block, yshape + np.shape(x)))
+        block = np.reshape(block, yshape + np.shape(x))
+        x_dtype = x.dtype if type(x) is Tracer else np.result_type(x)
+        if block.dtype.kind == "f" and x_dtype.kind == "f" and block.dtype != x_dtype:
+            # Reverse mode's rows are cotangents of x, in x's dtype (float32 stays float32):
+            # the same numbers in the same dtype, whichever way the Jacobian is asked for.
+            block = block.astype(x_dtype)
+        blocks.append(block)
     per_arg = unflatten(structure, blocks)
     return per_arg[0] if single else per_arg
 

@@ -25,6 +25,8 @@ def may_be_nonzero(part: Any) -> bool:
     Hessian's cotangent is a value of the first sweep).  In forward mode the traced
     cotangents are placeholders whose zeros say nothing: the part may be used.
     """
+    if np.size(part) == 0:  # no such part (a square matrix has no extra columns)
+        return False
     if type(part) is Tracer and PLACEHOLDER_COTANGENTS.get():
         return True
     return bool(np.any(strip(part)))

@@ -1359,6 +1359,7 @@ _scipy_rule(sl.polar, _polar_vjp, note="real input, full rank")
 
 def _orthogonal_procrustes(A, B, check_finite=True):
     sl.orthogonal_procrustes(strip_all(A), strip_all(B), check_finite=check_finite)  # SciPy's own checks
+    _real_only("orthogonal_procrustes", A, B)  # through polar, which is differentiated for real input
     u, p = sl.polar(_T(A) @ B)  # R = U V^T of svd(A^T B) is the polar factor; scale = sum(s) = trace(p)
     return u, np.trace(p, axis1=-2, axis2=-1)
 
@@ -1416,9 +1417,10 @@ _scipy_rule(sl.eigvals, _eigvals_vjp)
 
 
 def _solve_toeplitz(c_or_cr, b, check_finite=True):
-    sl.solve_toeplitz(strip_all(c_or_cr), strip_all(b), check_finite=check_finite)  # SciPy's own checks
+    plain = sl.solve_toeplitz(strip_all(c_or_cr), strip_all(b), check_finite=check_finite)  # SciPy's checks
     c, r = c_or_cr if isinstance(c_or_cr, tuple) else (c_or_cr, None)
-    return np.linalg.solve(sl.toeplitz(c, r), b)
+    # In the dtype SciPy computes in (float64 for float32 input), so the values are SciPy's.
+    return np.linalg.solve(np.astype(sl.toeplitz(c, r), plain.dtype), np.astype(np.asarray(b), plain.dtype))
 
 
 defcomposite(intercepted(sl.solve_toeplitz), _solve_toeplitz, note="solve(toeplitz(c, r), b): a dense solve")
@@ -1654,7 +1656,7 @@ def _null_space_vjp(g, ans, A, rcond=None, overwrite_a=False, check_finite=True,
                                     "one-dimensional null space, unique up to sign, is differentiated).")
     v, gv = ans[..., :, 0], g[..., :, 0]
     pinv = _rank_pinv(A, n - 1)
-    return -((_T(pinv) @ gv[..., :, None]) * v)
+    return -((_T(pinv) @ gv[..., :, None]) * v[..., None, :])
 
 
 _scipy_rule(sl.null_space, _null_space_vjp, note="one-dimensional null spaces (unique up to sign)")
