@@ -16,7 +16,7 @@ import pytest
 RUN = Path(__file__).resolve().parents[1] / "tools" / "autograd_suite" / "run.py"
 
 #: Tests of autograd's suite (631) that pass on tapegrad; issue 30 asks for at least 600.
-MIN_PASSED = 618
+MIN_PASSED = 620
 
 
 @pytest.mark.slow
