@@ -74,7 +74,10 @@ for name, fun in SCIPY.items():
 
 # ------------------------------------------------------------- no tracer: the libraries' own results and errors
 from scipy._lib._array_api import array_namespace
-import scipy._lib.array_api_compat as compat
+try:  # SciPy >= 1.18 vendors it elsewhere
+    import scipy._external.array_api_compat as compat
+except ImportError:
+    import scipy._lib.array_api_compat as compat
 import array_api_strict as strict
 
 def outcome(f):
