@@ -11,6 +11,7 @@ and SciPy's exact results and errors, in every thread; inputs are never
 mutated; what still cannot work raises an error naming the function.
 """
 
+import re
 import sys
 import threading
 import types
@@ -353,7 +354,6 @@ REFUSED = {
     ),
     "det": (lambda x: np.linalg.det([[x[0], x[1]], [x[2], x[3]]]), r"numpy\.linalg\.det \(called at .*no derivative rule"),
     "corrcoef": (lambda x: np.sum(np.corrcoef([x, x**2])), r"numpy\.corrcoef \(called at .*numpy\.clip was called with out="),
-    "unique": (lambda x: np.sum(np.unique([x[1], x[0] ** 2])), r"numpy\.unique \(called at "),
     "object_dtype": (lambda x: np.mean([x[0], "a"]), r"numpy\.mean \(called at "),
 }
 
@@ -380,3 +380,17 @@ def test_an_unrelated_error_after_a_list_conversion_is_left_alone():
     with pytest.raises(UnsupportedFunctionError) as info:
         tg.grad(f)(X)
     assert not isinstance(info.value, tg.GradientDroppedError)
+
+
+def test_unique_of_a_list_is_right_or_refused():
+    # NumPy 2.2's np.unique sorts the converted array with ndarray.sort (a traced sort):
+    # right there; newer NumPy reads x.flags and the like: a clear refusal there.
+    def f(x):
+        return np.sum(np.unique([x[1], x[0] ** 2]) * np.array([1.0, 3.0]))
+
+    try:
+        g = tg.grad(f)(X)
+    except tg.GradientDroppedError as error:
+        assert re.search(r"numpy\.unique \(called at ", str(error)), str(error)
+    else:
+        np.testing.assert_allclose(g, fd_grad(f, X), rtol=1e-6, atol=1e-9)

@@ -1038,11 +1038,19 @@ defcomposite(
 )
 
 
+# NumPy before 2.3 returns cond(x, p) of a complex x in x's complex dtype for p other than
+# None and +-2 (a real number with a zero imaginary part): the traced value follows it.
+_COND_KEEPS_COMPLEX = np.iscomplexobj(np.linalg.cond(np.eye(1, dtype=np.complex128), "fro"))
+
+
 def _cond(x, p=None):
     if p is None or (not isinstance(p, str) and p in (2, -2)):
         s = np.linalg.svd(x, compute_uv=False)
         return s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
-    return _matrix_norm(x, p, (-2, -1), False) * _matrix_norm(np.linalg.inv(x), p, (-2, -1), False)
+    out = _matrix_norm(x, p, (-2, -1), False) * _matrix_norm(np.linalg.inv(x), p, (-2, -1), False)
+    if _COND_KEEPS_COMPLEX and np.iscomplexobj(x):
+        out = np.astype(out, np.result_type(x))
+    return out
 
 
 defcomposite(np.linalg.cond, _cond)
