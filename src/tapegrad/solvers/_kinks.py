@@ -454,7 +454,7 @@ def rebracket(probe: Probe, state: Callable, s: Switch, tau: float, direction: f
     return None
 
 
-def _flow(rhs: Callable, t: Any, y: Any, h: Any, order: int, f0: Any = None) -> Any:
+def flow_step(rhs: Callable, t: Any, y: Any, h: Any, order: int, f0: Any = None) -> Any:
     """A Runge-Kutta step of Taylor order ``order`` (1, 2 or 4): ``y(t + h)`` along the piece at ``t``.
 
     ``h`` is zero in value (a traced switch time's offset), so a step exact to order
@@ -534,7 +534,7 @@ class Crossings:
     def _slope(self, s: Switch, t: float, y: np.ndarray, f: np.ndarray) -> float:
         """``d/dt sigma(t, y(t))`` along the piece at ``t`` (plain)."""
         if self.probe.time_traced:
-            slope = plain_jacobian(lambda d: self.probe.traced(t + d, _flow(self.rhs, t, y, d, 1), s.key),
+            slope = plain_jacobian(lambda d: self.probe.traced(t + d, flow_step(self.rhs, t, y, d, 1), s.key),
                                    np.float64(0.0))
             return float(np.reshape(slope, ()))
         # The right-hand side needs a float time: the time derivative by a central difference.
@@ -562,11 +562,11 @@ class Crossings:
         y = ya
         for k in range(steps):  # chord steps on sigma(a + delta, y(a + delta)) = 0
             if k:
-                y = _flow(self.rhs, s.a, ya, delta, order, f_left)
+                y = flow_step(self.rhs, s.a, ya, delta, order, f_left)
             t = s.a + delta if self.probe.time_traced else s.a
             r = self.probe.traced(t, y, s.key)
             delta = delta - (r - stop_gradient(r)) / s.slope
-        left = _flow(self.rhs, s.a, ya, delta, order, f_left)
+        left = flow_step(self.rhs, s.a, ya, delta, order, f_left)
         f_right = self.rhs(s.b, left + shift)
-        right = _flow(self.rhs, s.b, left + shift, -delta, order, f_right)
+        right = flow_step(self.rhs, s.b, left + shift, -delta, order, f_right)
         return tie(s.yb, right - shift + (s.tau - s.a) * f_left + (s.b - s.tau) * f_right)

@@ -57,7 +57,7 @@ from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
-from ._kinks import Crossings, Probe, follows, locate, rebracket, relocate
+from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
 
 __all__: list = []
 
@@ -101,15 +101,6 @@ def _integrated_basis(theta: Any, inv_v: np.ndarray) -> Any:
     """``b_l(theta) = int_0^theta L_l``, a traced polynomial when ``theta`` is traced."""
     q = inv_v.shape[0]
     return np.stack([theta ** (p + 1) / (p + 1) for p in range(q)]) @ inv_v
-
-
-def _rk4(rhs: Callable[[Any, Any], Any], t: Any, y: Any, h: Any) -> Any:
-    """One classical Runge-Kutta step: Taylor-exact to order 4 in ``h``."""
-    k1 = rhs(t, y)
-    k2 = rhs(t + h / 2, y + (h / 2) * k1)
-    k3 = rhs(t + h / 2, y + (h / 2) * k2)
-    k4 = rhs(t + h, y + h * k3)
-    return y + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
 class Collocation:
@@ -543,7 +534,7 @@ def _time_flow(rhs: Callable, t_plain: float, y: Any, t: Any, name: str, steps: 
             name, "the time points", "are traced to more than fourth order",
             "Differentiate at most four times with respect to time points.",
         )
-    return _rk4(rhs, t_plain, y, t - stop_gradient(t))
+    return flow_step(rhs, t_plain, y, t - stop_gradient(t), 4)
 
 
 def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_grid: np.ndarray,
@@ -553,7 +544,7 @@ def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_
     y0v = y0
     if levels_of(t0):
         # y(t0p) is the flow from (t0, y0) back to t0p.
-        y0v = _rk4(rhs, t0, y0, stop_gradient(t0) - t0) if steps <= 4 else None
+        y0v = flow_step(rhs, t0, y0, stop_gradient(t0) - t0, 4) if steps <= 4 else None
         if y0v is None:
             raise refuse(name, "the initial time", "is traced to more than fourth order",
                          "Differentiate at most four times with respect to time points.")
