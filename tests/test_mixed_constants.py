@@ -65,12 +65,18 @@ SCIPY = {
 
 out = {}
 
-for name, fun in SCIPY.items():
-    try:
-        check(fun, x0)
-        out["scipy:" + name] = ["pass", ""]
-    except Exception as error:  # noqa: BLE001
-        out["scipy:" + name] = [type(error).__name__, str(error)[:600]]
+
+def record(prefix, table, x):
+    """Each call's outcome: "pass", or the error's type and message."""
+    for name, fun in table.items():
+        try:
+            check(fun, x)
+            out[prefix + name] = ["pass", ""]
+        except Exception as error:  # noqa: BLE001
+            out[prefix + name] = [type(error).__name__, str(error)[:600]]
+
+
+record("scipy:", SCIPY, x0)
 
 # ------------------------------------------------------------- no tracer: the libraries' own results and errors
 from scipy._lib._array_api import array_namespace
@@ -150,12 +156,7 @@ if sklearn is not None:
         "Ridge().fit(F, y).predict(X)": lambda X: Ridge(alpha=0.5).fit(F, F[:, 0] ** 2).predict(X),
         "LDA().fit(F9, labels).predict_proba(X)": lambda X: LinearDiscriminantAnalysis().fit(F9, labels).predict_proba(X),
     }
-    for name, fun in SKLEARN.items():
-        try:
-            check(fun, X0)
-            out["sklearn:" + name] = ["pass", ""]
-        except Exception as error:  # noqa: BLE001
-            out["sklearn:" + name] = [type(error).__name__, str(error)[:600]]
+    record("sklearn:", SKLEARN, X0)
 print(json.dumps(out))
 '''
 
