@@ -77,7 +77,8 @@ from .integrations import array_namespaces, wrappers
 from .registry import INTERCEPTED, ORIGINALS
 from .tracer import Tracer
 
-__all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "original", "RULE_MODULES"]
+__all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "original", "RULE_MODULES",
+           "hold_tracers_in"]
 
 #: SciPy module -> the tapegrad module holding its rules.  A rule module is imported
 #: when its SciPy module is already in ``sys.modules`` as a recording window opens.
@@ -93,6 +94,28 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.optimize": "tapegrad.solvers.optimize",
     "scipy.special": "tapegrad.rules.scipy_special_functions",
 }
+
+#: Types whose instances may keep a tracer among their attributes (a SciPy sparse matrix
+#: with traced values keeps it as ``.data``): an argument of such a type that does is a
+#: traced argument for the door, like a tracer.  Filled by the rule modules that need it.
+_HOLDERS: Tuple[type, ...] = ()
+
+
+def hold_tracers_in(cls: type) -> None:
+    """Let the door look for tracers among the attributes of arguments of type ``cls``."""
+    global _HOLDERS
+    with _lock:
+        if cls not in _HOLDERS:
+            _HOLDERS = _HOLDERS + (cls,)
+
+
+def _holds_tracer(args: tuple, kwargs: dict) -> bool:
+    holders = _HOLDERS
+    for a in args:
+        if isinstance(a, holders) and _traced_self(a):
+            return True
+    return bool(kwargs) and any(isinstance(v, holders) and _traced_self(v) for v in kwargs.values())
+
 
 _ENV_CHOICE = os.environ.get("TAPEGRAD_INTERCEPT_SCIPY", "").strip() != "0"
 _choice: Optional[bool] = None
@@ -288,6 +311,8 @@ def _make_door(
             if type(a) is Tracer:
                 return dispatch_function(key, args, kwargs)
         if has_tracer(args) or (kwargs and has_tracer(kwargs)) or (inspect_self and args and _traced_self(args[0])):
+            return dispatch_function(key, args, kwargs)
+        if _HOLDERS and _holds_tracer(args, kwargs):
             return dispatch_function(key, args, kwargs)
         if wrappers.active:  # an xarray Variable or pint Quantity holding a tracer: SciPy would asarray it
             unwrapped = wrappers.unwrap_arguments(args, kwargs)
