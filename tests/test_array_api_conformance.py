@@ -440,3 +440,31 @@ def test_special_routes_to_scipy_ufuncs_and_their_rules():
     np.testing.assert_allclose(
         f(x, y), sc.erf(x) + sc.gammaln(y) + sc.expit(x * y) + sc.xlogy(x, y) + sc.polygamma(1, y) + sc.multigammaln(y + 1, 2)
     )
+
+
+def test_unique_values_are_sorted_and_integers_stay_integers():
+    # scikit-learn relies on array-api-compat's sorted unique values (searchsorted on
+    # classes_, the positive label of brier_score_loss); NumPy 2.3+ returns hash order.
+    import tapegrad as tg
+
+    labels = np.array([2, 0, 1, 0, 2, 2])
+    seen = {}
+
+    def f(x):
+        xp = x.__array_namespace__()
+        y = xp.asarray(labels)
+        seen["values"] = np.asarray(tg.stop_gradient(xp.unique_values(y)))
+        counts = xp.unique_counts(y)
+        seen["counts"] = (np.asarray(tg.stop_gradient(counts.values)), np.asarray(tg.stop_gradient(counts.counts)))
+        inverse = xp.unique_inverse(y).inverse_indices
+        seen["inverse"] = np.asarray(tg.stop_gradient(inverse))
+        u = xp.unique_values(x)
+        return xp.sum(u * xp.arange(u.shape[0], dtype=u.dtype))
+
+    x0 = np.array([3.0, 1.0, 2.0, 1.0])
+    g = tg.grad(f)(x0)
+    assert seen["values"].dtype == labels.dtype and seen["values"].tolist() == [0, 1, 2]
+    assert seen["counts"][0].tolist() == [0, 1, 2] and seen["counts"][1].tolist() == [2, 1, 3]
+    assert seen["inverse"].tolist() == [2, 0, 1, 0, 2, 2]
+    # sorted unique values [1, 2, 3] weighted 0, 1, 2; the two 1.0 entries share weight 0
+    assert g.tolist() == [2.0, 0.0, 1.0, 0.0]

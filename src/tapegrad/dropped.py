@@ -247,6 +247,33 @@ def conversion_error(caller: Optional[FrameType] = None) -> GradientDroppedError
     return error
 
 
+def scalar_conversion_error(kind: str) -> GradientDroppedError:
+    """The error of ``float()``/``complex()`` on a traced value, naming the library that asked.
+
+    Called from the tracer's ``__float__`` or ``__complex__``: the frame two levels up
+    made the conversion.  A library that returns its result as a Python scalar
+    (scikit-learn's metrics end with ``return float(...)``) gets a message saying so.
+    """
+    frames = _stack(sys._getframe(2))
+    called, converting, user = _locate(frames, ("sklearn",))
+    if called is None:
+        return GradientDroppedError(
+            f"{kind} (which NumPy also calls to store it into an element of a plain array: out[i] = x)"
+            f"{_at(user)} on a tapegrad tracer would turn it into a plain value and silently drop its "
+            "gradient. Keep the value as an array (x.reshape(()) or x[()]); to fill an array element "
+            "by element, preallocate a traced one (out = np.zeros_like(x)) or collect the pieces and "
+            "np.stack them. If you really want a constant, call tapegrad.stop_gradient(x) first."
+        )
+    subject, inside = _library_call(called, converting, user)
+    return GradientDroppedError(
+        f"{subject} turns a traced value into a Python scalar with {kind}{inside}: a Python "
+        "number cannot carry a derivative, so its gradient would be silently lost. The library "
+        "returns (or stores) that value as a plain number by design; differentiate the same "
+        "quantity written with NumPy operations on the arrays (the library's array-level helpers, "
+        "or the formula itself), or pass tapegrad.stop_gradient(x) if it is meant as a constant."
+    )
+
+
 #: Per thread: the last NumPy and SciPy frames (id, code, window) in which
 #: tapegrad.constructors made a traced array of a list or tuple holding tracers (see
 #: :func:`list_conversion_error`).  ``window`` counts the spans of recording (bumped by

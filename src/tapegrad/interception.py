@@ -73,7 +73,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from .binding import has_tracer
 from .dispatch import dispatch_function
-from .integrations import array_namespaces, wrappers
+from .integrations import array_namespaces, scalar_returns, wrappers
 from .registry import INTERCEPTED, ORIGINALS
 from .tracer import Tracer
 
@@ -250,6 +250,13 @@ def _namespaces_on() -> None:
                 if fun.__code__ is swap.code:
                     fun.__code__ = swap.door_code
                     _namespaces_swapped.append(swap)
+        for fun, make_door in scalar_returns.doors():  # scikit-learn's `return float(loss)`
+            swap = _NAMESPACE_SWAPS.get(fun)
+            if swap is None:
+                swap = _NAMESPACE_SWAPS[fun] = _Swap(fun, (None, None, False, False), make_door)
+            if fun.__code__ is swap.code:
+                fun.__code__ = swap.door_code
+                _namespaces_swapped.append(swap)
 
 
 def _namespaces_off() -> None:

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin  # the less common operators, via ufuncs
 
-from .dropped import MEMORY_ATTRIBUTES, QUIET_CALLERS, conversion_error, memory_attribute_error
+from .dropped import MEMORY_ATTRIBUTES, QUIET_CALLERS, conversion_error, memory_attribute_error, scalar_conversion_error
 from .errors import GradientDroppedError
 from . import array_types
 from .array_types import as_array_type
@@ -294,12 +294,7 @@ class Tracer(NDArrayOperatorsMixin):
         constant = self._constant()
         if constant is not None:  # no gradient to drop
             return float(constant)
-        raise _drop(
-            "float() (which NumPy also calls to store it into an element of a plain array: out[i] = x)",
-            "Keep the value as an array (x.reshape(()) or x[()]); to fill an array element by "
-            "element, preallocate a traced one (out = np.zeros_like(x)) or collect the pieces "
-            "and np.stack them.",
-        )
+        raise scalar_conversion_error("float()")
 
     def __int__(self) -> int:
         # Truncation carries no gradient (as x.astype(int)): the value, a constant.
@@ -309,10 +304,7 @@ class Tracer(NDArrayOperatorsMixin):
         constant = self._constant()
         if constant is not None:
             return complex(constant)
-        raise _drop(
-            "complex() (which NumPy also calls to store it into an element of a plain array)",
-            "Keep the value as an array; preallocate a traced one (out = np.zeros_like(x)) to fill.",
-        )
+        raise scalar_conversion_error("complex()")
 
     def __index__(self) -> int:
         if self.dtype.kind in "iub":

@@ -70,7 +70,6 @@ matmul matrix_transpose tensordot vecdot
 broadcast_arrays broadcast_shapes broadcast_to concat expand_dims flip moveaxis permute_dims repeat
 reshape roll squeeze stack tile unstack
 argmax argmin count_nonzero nonzero where
-unique_all unique_counts unique_inverse unique_values
 cumulative_prod cumulative_sum max mean min prod std sum var
 all any diff isin
 """.split()
@@ -181,6 +180,40 @@ def argsort(x: Any, /, *, axis: int = -1, descending: builtins.bool = False, sta
     n = np.shape(x)[axis] if np.ndim(x) else 1
     idx = np.argsort(np.flip(x, axis=axis), axis=axis, stable=True)
     return np.flip(n - 1 - idx, axis=axis)
+
+
+# The standard leaves the order of unique values open; NumPy 2.3+ returns them in hash
+# order, while array-api-compat's NumPy namespace (what scikit-learn and SciPy see for
+# NumPy arrays) returns them sorted, and those libraries rely on it (searchsorted on
+# ``classes_``). tapegrad's namespace stands in for NumPy there: sorted, like compat.
+_UNIQUE_TYPES = {name: type(getattr(np, name)(np.zeros(1))) for name in ("unique_all", "unique_counts", "unique_inverse")}
+
+
+def _unique_parts(x: Any) -> tuple:
+    values, index, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, equal_nan=False
+    )
+    return values, index, np.reshape(inverse, np.shape(x)), counts
+
+
+def unique_values(x: Any, /) -> Any:
+    """The sorted unique values of ``x`` (NaNs each kept, as the standard asks)."""
+    return np.unique(x, equal_nan=False)
+
+
+def unique_counts(x: Any, /) -> Any:
+    values, _, _, counts = _unique_parts(x)
+    return _UNIQUE_TYPES["unique_counts"](values, counts)
+
+
+def unique_inverse(x: Any, /) -> Any:
+    values, _, inverse, _ = _unique_parts(x)
+    return _UNIQUE_TYPES["unique_inverse"](values, inverse)
+
+
+def unique_all(x: Any, /) -> Any:
+    values, index, inverse, counts = _unique_parts(x)
+    return _UNIQUE_TYPES["unique_all"](values, index, inverse, counts)
 
 
 def _index(indices: Any) -> Any:

@@ -100,6 +100,8 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
     raw = strip(ar)
     # ``sorted`` is new in NumPy 2.3; an older NumPy never passes it (its unique refuses it).
     unsorted = {} if sorted else {"sorted": False}
+    if raw.dtype.kind not in "fc":  # integers and booleans carry no derivative: NumPy's own answer
+        return np.unique(raw, return_index, return_inverse, return_counts, axis=axis, equal_nan=equal_nan, **unsorted)
     values, index, inverse, counts = np.unique(
         raw, return_index=True, return_inverse=True, return_counts=True, axis=axis, equal_nan=equal_nan, **unsorted
     )
@@ -116,6 +118,8 @@ def _array_api_unique(fun, fields):
     def impl(x):
         raw = strip(x)
         result = fun(raw)
+        if raw.dtype.kind not in "fc":  # integers and booleans carry no derivative: NumPy's own answer
+            return result
         values, index, inverse, counts = np.unique(
             raw, return_index=True, return_inverse=True, return_counts=True, equal_nan=False
         )
