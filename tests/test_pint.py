@@ -16,6 +16,8 @@ return the ``Quantity`` itself, which is differentiated once wrapped outputs are
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,16 @@ def test_returning_the_quantity(name):
     got = np.asarray(tg.jacobian(fun)(X0))
     assert np.any(expected != 0)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_np_asarray_of_a_quantity_holding_a_tracer_is_its_magnitude():
+    # np.asarray(q) gives the magnitude (pint warns that the units are stripped); while a
+    # tape records, the tracer the Quantity holds.
+    def f(x):
+        q = ureg.Quantity(x, "m").to("cm")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(q) * np.sin(x)
+
+    check(f, X0)
+    np.testing.assert_allclose(tg.grad(lambda x: np.sum(f(x)))(X0), 100 * (np.sin(X0) + X0 * np.cos(X0)))

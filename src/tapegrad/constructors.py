@@ -86,6 +86,7 @@ import numpy as np
 
 from .dispatch import strip
 from . import dropped, interception
+from .integrations import wrappers
 from .dropped import (
     QUIET_CALLERS, conversion_error, is_conversion, new_recording_span, note_list_conversion, translate,
 )
@@ -385,6 +386,13 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
                 raise
             options = {k: v for k, v in kwargs.items() if k != "like"}
             return like.__array_function__(original, (Tracer,), args, options)
+        except ValueError:
+            # np.asarray(data_array) of an xarray or pint object holding a tracer: its
+            # __array__ cannot hand the tracer back; the tracer is what NumPy would make of it.
+            held = wrappers.held_tracer(args[0]) if args and wrappers.active else None
+            if held is None:
+                raise
+            return wrapper(held, *args[1:], **kwargs)
         # The refusal was a bare marker (dropped.QUIET_CALLERS); a declined build reports in full.
         if keyword == "fill_value":
             result = _traced_full(original, args, kwargs)
