@@ -64,6 +64,7 @@ from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError, TapegradError, UnsupportedFunctionError
 from ..registry import defcomposite, defvjp, intercepted
 from ..tracer import Tracer, strip
+from ._scipy_util import with_value  # noqa: F401  (part of this module's interface)
 
 __all__ = ["CONTINUOUS_METHODS", "DISCRETE_METHODS", "with_value"]
 
@@ -95,17 +96,6 @@ def _shape_names(dist: Any, n: int) -> List[str]:
 
 def _where(dist: Any, method: str) -> str:
     return f"scipy.stats.{getattr(dist, 'name', type(dist).__name__)}.{method}"
-
-
-def _with_value_impl(traced: Any, exact: Any) -> Any:
-    return exact
-
-
-#: ``with_value(t, exact)`` is ``exact`` with the derivative of ``t``: the value a
-#: rule returns is SciPy's own result bit for bit, whatever rounding the traced
-#: evaluation of the private method has.
-with_value = primitive(_with_value_impl)
-defvjp(with_value, lambda g, ans, traced, exact: g, None)
 
 
 def _gather(v: Any, shape: tuple, cond: np.ndarray, always: bool = False) -> Any:

@@ -27,6 +27,7 @@ from scipy.stats import _multivariate as mv
 from ..errors import NonDifferentiableArgumentError, UnsupportedFunctionError
 from ..registry import defcomposite, intercepted
 from ..tracer import Tracer, strip
+from ._scipy_util import with_value
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -51,8 +52,6 @@ def _constant_like(exact: Any, refs: Tuple[Any, ...]) -> Any:
 
 
 def _exact(traced: Any, exact: Any) -> Any:
-    from .scipy_stats import with_value
-
     return with_value(np.reshape(traced, np.shape(exact)), np.asarray(exact))
 
 
