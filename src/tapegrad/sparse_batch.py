@@ -912,8 +912,18 @@ def _matmul(a: Any, b: Any) -> Any:
     picked = b[a.cols]
     if not np.isfinite(picked).all() or not np.isfinite(b).all():
         return None  # the dense product's 0 * inf terms are NaN
-    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.result_type(a.dtype, b.dtype))
-    out[rows] = a.data[:, None] * picked
+    dtype = np.result_type(a.dtype, b.dtype)
+    # picked is a fresh copy (fancy indexing): scale it in place, and when every row of g
+    # holds its entry in order (the seed of a Jacobian) it is the product itself, so a
+    # dense Jacobian's rows exist once, not three times.
+    if picked.dtype == dtype:
+        np.multiply(picked, a.data[:, None], out=picked)
+    else:
+        picked = a.data[:, None] * picked
+    if rows.shape[0] == a.shape[0] and (rows.shape[0] == 0 or (rows[0] == 0 and rows[-1] == a.shape[0] - 1)):
+        return picked  # strictly increasing (checked above) from 0 to n - 1: every row, in order
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=dtype)
+    out[rows] = picked
     return out
 
 

@@ -62,10 +62,22 @@ class _Entries:
     def add_dense(self, first_row: int, block: np.ndarray) -> None:
         """The nonzeros (NaN included) of dense rows ``first_row...``."""
         counts = np.count_nonzero(block, axis=1)
-        flat = np.flatnonzero(block)
-        data = block.reshape(-1)[flat]
-        cols = (flat % max(block.shape[1], 1)).astype(self.index_dtype)
-        del flat
+        n_rows, n_cols = block.shape
+        if counts.sum() == block.size:
+            # No zero (a Jacobian that is not sparse): the block itself, in order, is the
+            # data, and no int64 position array of its size is ever made.
+            data = block.reshape(-1)
+            cols = np.tile(np.arange(n_cols, dtype=self.index_dtype), n_rows)
+        else:
+            # A band of rows at a time bounds the int64 positions flatnonzero makes.
+            step = max(1, (1 << 20) // max(n_cols, 1))
+            datas, colss = [], []
+            for start in range(0, n_rows, step):
+                band = block[start : start + step]
+                flat = np.flatnonzero(band)
+                datas.append(band.reshape(-1)[flat])
+                colss.append((flat % max(n_cols, 1)).astype(self.index_dtype))
+            data, cols = _joined(datas), _joined(colss)
         self.pieces.append((first_row, counts, cols, data))
 
     def to_csr(self) -> Any:
@@ -79,13 +91,18 @@ class _Entries:
         index_dtype = self.index_dtype if indptr[-1] < 2**31 - 1 else np.int64
         pieces = sorted(self.pieces, key=lambda p: p[0])
         if pieces:
-            indices = np.concatenate([p[2] for p in pieces]).astype(index_dtype, copy=False)
-            data = np.concatenate([p[3] for p in pieces]).astype(self.dtype, copy=False)
+            indices = _joined([p[2] for p in pieces]).astype(index_dtype, copy=False)
+            data = _joined([p[3] for p in pieces]).astype(self.dtype, copy=False)
         else:
             indices, data = np.zeros(0, dtype=index_dtype), np.zeros(0, dtype=self.dtype)
         self.pieces = []
         # Rows are whole and in order, columns sorted in each row; explicit zeros stay (the structure).
         return sp.csr_array((data, indices, indptr.astype(index_dtype, copy=False)), shape=self.shape)
+
+
+def _joined(parts: List[np.ndarray]) -> np.ndarray:
+    """The parts end to end: one part as it is (no copy of a dense Jacobian's values)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _replace_rows(csr: Any, rows: np.ndarray, dense_rows: np.ndarray) -> Any:
