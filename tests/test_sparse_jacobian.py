@@ -606,3 +606,28 @@ def test_hessian_through_a_fancy_index_and_a_matmul():
     f = lambda a: _B4 @ (np.pad(a, ((1, 0), (0, 2)), mode="edge")[:-1, 2:] * a)  # noqa: E731
     for seed in (25, 3, 11):
         check(lambda x: np.sum(f(x) ** 2), np.random.default_rng(seed).random((4, 5)), hessian=True)
+
+
+def test_a_dense_jacobian_asked_sparse_peaks_under_three_jacobians():
+    # Issue 31: sparse=True on a problem that is not sparse (A @ tanh(x)) must not hold
+    # the Jacobian's rows several times over (it peaked at 4.6x the Jacobian's bytes).
+    import tracemalloc
+
+    n = 600
+    rng = np.random.default_rng(31)
+    A = rng.normal(size=(n, n))
+    x = rng.normal(size=n)
+
+    def f(x):
+        return A @ np.tanh(x)
+
+    tracemalloc.start()
+    try:
+        J = tg.jacobian(f, sparse=True)(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    dense = A * (1 - np.tanh(x) ** 2)
+    np.testing.assert_array_equal(J.toarray(), tg.jacobian(f)(x))
+    np.testing.assert_allclose(J.toarray(), dense, rtol=1e-13, atol=1e-15)
+    assert peak <= 3 * dense.nbytes, peak / dense.nbytes
