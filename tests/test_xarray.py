@@ -354,3 +354,21 @@ def test_returning_the_dataarray(name):
     else:
         np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-12)
     assert np.any(np.asarray(expected if not isinstance(expected, dict) else expected["t"]) != 0)
+
+
+# ----------------------------------------------------------------------------- xarray over Dask over tracers
+@pytest.mark.parametrize("compute", [True, False], ids=["computed", "returned lazy"])
+def test_dask_backed_data_array_over_tracers(compute):
+    # A DataArray backed by a Dask array whose chunks are tracers: Dask's graph runs the
+    # NumPy calls on the tracers when computed.  Returned lazy, it is computed by tapegrad
+    # (it once read as a constant: a silent zero gradient).
+    dask_array = pytest.importorskip("dask.array")
+    weights = xr.DataArray(np.arange(2.0) + 1.0, dims="lat")
+
+    def f(x):
+        da = xr.DataArray(dask_array.from_array(x, chunks=(2, 2)), dims=("time", "lat"))
+        out = np.sin(da).rolling(time=2).mean().sum("time") + da.where(da > 1.0, 0.0).cumsum("time").sum("time")
+        out = out + (da**2).weighted(weights).mean("lat").sum()
+        return out.data.compute() if compute else out.data
+
+    check(f, SMALL[:4, :2], order=2 if compute else 1)

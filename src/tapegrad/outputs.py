@@ -304,9 +304,29 @@ def _hides_tracer(obj: Any) -> bool:
     return type(converted) is Tracer
 
 
+def _read_dask_over_tracers(lazy: Any) -> Tuple[Any, Rebuild]:
+    """A Dask array whose chunks are tracers (``da.from_array(x)`` of a traced ``x``): computed.
+
+    Its graph runs now, in this thread (the tracers record on their tape as any call
+    does); left lazy it would read as a constant, a silent zero gradient.  Its value
+    comes back as a Dask array with the same chunks.
+    """
+    traced = lazy.compute(scheduler="sync")
+
+    def rebuild(new: Any) -> Any:
+        chunks = lazy.chunks
+        if any(c != c for dim in chunks for c in dim):  # unknown (NaN) chunk sizes
+            return new
+        return sys.modules["dask.array"].from_array(new, chunks=chunks)
+
+    return traced, rebuild
+
+
 def _read_generic(obj: Any, what: str) -> Tuple[Any, Optional[Rebuild]]:
     """An array-like object of no known library: the one tracer of its shape inside it."""
     if type(obj).__module__.partition(".")[0] in _ARRAY_LIBRARIES:
+        if type(getattr(obj, "_meta", None)) is Tracer:
+            return _read_dask_over_tracers(obj)
         return obj, None  # a Dask or CuPy constant (its shape may be unknown): zeros in its library
     shape = _shape_of(obj)
     if shape is None:
