@@ -144,7 +144,7 @@ _BINARY = [
     (np.power, positive, normal), (np.float_power, positive, normal),
     (np.copysign, spread, spread), (np.fmod, within(-4.0, 4.0), positive),
     (np.remainder, within(-4.0, 4.0), spread), (np.divmod, within(-4.0, 4.0), positive),
-    (np.heaviside, spread, normal),
+    (np.heaviside, spread, normal), (np.nextafter, spread, spread),
 ]
 for _f, _draw_x, _draw_y in _BINARY:
     add(_f, s(lambda x, y, f=_f: f(x, y), _draw_x(2, 3), _draw_y(3), note="broadcasting"),

@@ -27,14 +27,14 @@ import numpy as np
 
 from ..dispatch import strip, strip_all
 from ..registry import defcomposite, defconstant, defswitch
-from ..tracer import Tracer
+from ..tracer import Tracer, unwrap_above
 from .indexing import untake
 
 CONSTANT_UFUNCS = [
     np.sign, np.floor, np.ceil, np.trunc, np.rint, np.floor_divide, np.signbit,
     np.isnan, np.isinf, np.isfinite, np.equal, np.not_equal, np.less, np.less_equal,
     np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_xor,
-    np.logical_not, np.spacing, np.nextafter,
+    np.logical_not, np.spacing,
 ]
 
 CONSTANT_FUNCTIONS = [
@@ -91,7 +91,7 @@ def _group_values(x, axis, index, inverse, counts):
     first = moved[index]
     diff = finite - finite[index][inverse]
     # In x's dtype: integer counts would promote float32 values to float64.
-    share = np.reshape(counts[inverse], (-1,) + (1,) * (np.ndim(moved) - 1)).astype(strip(x).dtype)
+    share = np.reshape(counts[inverse], (-1,) + (1,) * (np.ndim(moved) - 1)).astype(unwrap_above(x, 0).dtype)
     spread = untake(diff / share, (inverse,), np.shape(first))
     return np.moveaxis(first + spread, 0, axis)
 

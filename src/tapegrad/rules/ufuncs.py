@@ -221,6 +221,10 @@ _core(
     CONSTANT_ARG,
     note="subgradient 0 at x == 0; no gradient to the sign source",
 )
+# nextafter(x, y) is x moved by one unit in the last place towards y: x plus a piecewise
+# constant step, so its derivative is 1 in x (0 in y), like JAX's round-to-grid rules.
+# It was a constant once: a silent zero gradient.
+_core(np.nextafter, lambda g, ans, x, y: g, CONSTANT_ARG, note="derivative 1 in x (the step of one ulp is constant)")
 # heaviside(x1, x2) = x2 where x1 == 0, else a constant 0 or 1.
 _core(np.heaviside, CONSTANT_ARG, lambda g, ans, x1, x2: np.where(x1 == 0, g, 0))
 
