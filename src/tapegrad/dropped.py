@@ -259,10 +259,11 @@ def scalar_conversion_error(kind: str) -> GradientDroppedError:
     if called is None:
         return GradientDroppedError(
             f"{kind} (which NumPy also calls to store it into an element of a plain array: out[i] = x)"
-            f"{_at(user)} on a tapegrad tracer would turn it into a plain value and silently drop its "
+            " on a tapegrad tracer would turn it into a plain value and silently drop its "
             "gradient. Keep the value as an array (x.reshape(()) or x[()]); to fill an array element "
             "by element, preallocate a traced one (out = np.zeros_like(x)) or collect the pieces and "
             "np.stack them. If you really want a constant, call tapegrad.stop_gradient(x) first."
+            + (f" (The conversion is at {user}.)" if user else "")
         )
     subject, inside = _library_call(called, converting, user)
     return GradientDroppedError(

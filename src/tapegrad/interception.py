@@ -93,6 +93,8 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.integrate": "tapegrad.solvers.integrate",
     "scipy.optimize": "tapegrad.solvers.optimize",
     "scipy.special": "tapegrad.rules.scipy_special_functions",
+    "scipy.sparse": "tapegrad.rules.scipy_sparse",
+    "scipy.sparse.linalg": "tapegrad.rules.scipy_sparse_linalg",
 }
 
 #: Types whose instances may keep a tracer among their attributes (a SciPy sparse matrix
@@ -192,9 +194,7 @@ def install() -> None:
         return
     wrappers.prepare()  # xarray imports scipy.interpolate late: import it now
     _namespaces_on()
-    if "scipy" not in sys.modules:
-        return
-    with _lock:
+    with _lock:  # SciPy's functions, and NumPy's own Python functions with a rule (np.vectorize)
         if _installed:
             return
         if len(_loaded) < len(RULE_MODULES):
