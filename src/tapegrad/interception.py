@@ -90,6 +90,7 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.fft": "tapegrad.rules.scipy_fft",
     "scipy.linalg": "tapegrad.rules.scipy_linalg",
     "scipy.spatial.transform": "tapegrad.rules.scipy_spatial",
+    "scipy.spatial.distance": "tapegrad.rules.scipy_spatial_distance",
     "scipy.integrate": "tapegrad.solvers.integrate",
     "scipy.optimize": "tapegrad.solvers.optimize",
     "scipy.special": "tapegrad.rules.scipy_special_functions",
