@@ -1597,3 +1597,5 @@ defcomposite(intercepted(_fitpack_impl.splint), _splint, note="splint and Univar
 for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline):
     defcomposite(intercepted(_cls.__init__), _fitpack_refused(_cls.__name__),
                  note=_REFUSED + "FITPACK chooses the knots from the data (evaluation at traced points works)")
+
+from . import scipy_rbf  # noqa: E402,F401  (RBFInterpolator: registers its rules on import)
