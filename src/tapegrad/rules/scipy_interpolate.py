@@ -1599,3 +1599,4 @@ for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline
                  note=_REFUSED + "FITPACK chooses the knots from the data (evaluation at traced points works)")
 
 from . import scipy_rbf  # noqa: E402,F401  (RBFInterpolator: registers its rules on import)
+from . import scipy_griddata  # noqa: E402,F401  (griddata: registers its rule on import)
