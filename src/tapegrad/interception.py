@@ -86,6 +86,7 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.stats": "tapegrad.rules.scipy_stats",
     "scipy.ndimage": "tapegrad.rules.scipy_ndimage",
     "scipy.signal": "tapegrad.rules.scipy_signal",
+    "scipy.signal._peak_finding": "tapegrad.rules.scipy_peaks",
     "scipy.interpolate": "tapegrad.rules.scipy_interpolate",
     "scipy.fft": "tapegrad.rules.scipy_fft",
     "scipy.linalg": "tapegrad.rules.scipy_linalg",
