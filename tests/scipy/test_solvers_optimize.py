@@ -608,3 +608,24 @@ def test_minimize_that_reports_no_success_warns_that_the_derivative_assumes_stat
     with pytest.warns(RuntimeWarning, match="did not report success") as record:
         tg.jacobian(argmin)(np.array([1.0, -2.0]))
     assert record[0].filename == __file__  # the warning points at the user's line
+
+
+def test_curve_fit_without_p0_reads_the_model_signature():
+    # SciPy counts the fit parameters from the model's signature when p0 is None: the
+    # wrapped callback must keep it (it raised "Unable to determine number of fit parameters").
+    import scipy.optimize as so
+
+    t = np.arange(5.0)
+    y = np.array([0.7, 1.3, 0.4, 0.9, 1.6])
+
+    def fit(y, s):
+        return so.curve_fit(lambda t, a, b: a * t + b * t**2, t, y, sigma=s)[0]
+
+    def closed_form(y, s):
+        design = np.stack([t, t**2], axis=1) / s[:, None]
+        return np.linalg.lstsq(design, y / s, rcond=None)[0]
+
+    s0 = np.linspace(0.5, 1.5, 5)
+    for argnum in (0, 1):
+        got = tg.jacobian(fit, argnums=argnum)(y, s0)
+        np.testing.assert_allclose(got, tg.jacobian(closed_form, argnums=argnum)(y, s0), rtol=1e-6, atol=1e-8)

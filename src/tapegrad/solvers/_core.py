@@ -177,6 +177,9 @@ class Callbacks:
             if hasattr(fun, attribute):
                 setattr(plain, attribute, getattr(fun, attribute))
         plain.__wrapped_callback__ = fun  # type: ignore[attr-defined]
+        # SciPy reads the callable's signature (curve_fit counts the fit parameters when
+        # p0 is None): inspect.signature follows __wrapped__ to the user's function.
+        plain.__wrapped__ = fun  # type: ignore[attr-defined]
         return plain
 
     @property
