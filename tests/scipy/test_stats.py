@@ -409,10 +409,12 @@ def test_clear_errors_name_distribution_method_and_parameter():
         tg.grad(lambda k: poisson.pmf(k, 2.0))(2.0)
     with pytest.raises(NonDifferentiableArgumentError, match=r"poisson\.ppf with respect to mu"):
         tg.grad(lambda m: poisson.ppf(0.5, m))(2.0)
-    with pytest.raises(UnsupportedFunctionError, match=r"norm\.mean"):
-        tg.grad(lambda m: st.norm.mean(loc=m))(2.0)
-    with pytest.raises(TapegradError):
-        tg.grad(lambda m: st.norm.rvs(loc=m, random_state=0))(2.0)
+    # Moments and loc/scale draws are differentiated (tests/scipy/test_stats_moments.py); a
+    # moment SciPy integrates numerically and a traced shape in a draw are refused.
+    with pytest.raises(UnsupportedFunctionError, match=r"numerical integration"):
+        tg.grad(lambda h: st.kappa4.stats(h, 0.2, moments="m"))(0.3)
+    with pytest.raises(TapegradError, match=r"gamma\.rvs: a traced shape"):
+        tg.grad(lambda a: st.gamma.rvs(a, random_state=0))(2.0)
 
 
 # ------------------------------------------------------------------ multivariate

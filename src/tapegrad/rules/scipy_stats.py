@@ -612,8 +612,8 @@ def _register() -> None:
 
     for owner in (rv_generic, rv_continuous, rv_discrete):
         # median and interval are SciPy's own ppf calls: they run as they are.
-        for name in ("rvs", "stats", "entropy", "moment", "mean", "var", "std", "expect", "fit",
-                     "fit_loc_scale", "logrvs"):
+        # stats (so mean, var and std) and rvs: rules/scipy_stats_moments.py.
+        for name in ("entropy", "moment", "expect", "fit", "fit_loc_scale", "logrvs"):
             fun = owner.__dict__.get(name)
             if callable(fun) and getattr(fun, "__code__", None) is not None:
                 defcomposite(intercepted(fun), _unsupported(name))
@@ -622,4 +622,4 @@ def _register() -> None:
 _register()
 
 
-from . import scipy_stats_kde, scipy_stats_multivariate, scipy_stats_where  # noqa: E402,F401  (register their rules on import)
+from . import scipy_stats_kde, scipy_stats_moments, scipy_stats_multivariate, scipy_stats_where  # noqa: E402,F401  (register their rules on import)
