@@ -622,4 +622,4 @@ def _register() -> None:
 _register()
 
 
-from . import scipy_stats_kde, scipy_stats_moments, scipy_stats_multivariate, scipy_stats_where  # noqa: E402,F401  (register their rules on import)
+from . import scipy_stats_binned, scipy_stats_kde, scipy_stats_moments, scipy_stats_multivariate, scipy_stats_where  # noqa: E402,F401  (register their rules on import)
