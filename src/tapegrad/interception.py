@@ -94,6 +94,7 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.spatial.distance": "tapegrad.rules.scipy_spatial_distance",
     "scipy.integrate": "tapegrad.solvers.integrate",
     "scipy.optimize": "tapegrad.solvers.optimize",
+    "scipy.optimize._nnls": "tapegrad.rules.scipy_lsq",
     "scipy.special": "tapegrad.rules.scipy_special_functions",
     "scipy.sparse": "tapegrad.rules.scipy_sparse",
     "scipy.sparse.linalg": "tapegrad.rules.scipy_sparse_linalg",
