@@ -237,8 +237,13 @@ def test_svd_square_full_matrices_and_errors():
     check(np.linalg.svd, rand(3, 3))
     with pytest.raises(NonDifferentiableArgumentError, match="full_matrices"):
         tg.grad(lambda x: np.sum(np.linalg.svd(x)[0]))(rand(4, 3))
-    with pytest.raises(NonDifferentiableArgumentError, match="hermitian"):
-        tg.grad(lambda x: np.sum(np.linalg.svd(x, hermitian=True)[1]))(spd(3, 3))
+    # hermitian=True: NumPy's eigh of the lower triangle, its signs and order, traced.
+    a = rand(4, 4) + rand(4, 4).T
+    lower = lambda x: np.tril(x) + np.swapaxes(np.tril(x, -1), -1, -2)  # noqa: E731  (what it reads)
+    check(lambda x: np.linalg.svd(x, hermitian=True)[1], a)
+    check(lambda x: np.linalg.svd(x, hermitian=True, compute_uv=False), a)
+    rebuilt = lambda x: (lambda r: r[0] @ (r[1][:, None] * r[2]))(np.linalg.svd(x, hermitian=True))  # noqa: E731
+    np.testing.assert_allclose(tg.jacobian(rebuilt)(a), tg.jacobian(lower)(a), atol=1e-12)
     with pytest.raises(NonDifferentiableArgumentError, match="complex"):
         tg.grad(lambda x: np.real(np.sum(np.linalg.svd(x * (1 + 1j), full_matrices=False)[0])))(rand(3, 3))
 

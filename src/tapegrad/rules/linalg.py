@@ -923,11 +923,27 @@ def _svd_vjp(g, ans, a):
 defvjp(svd_reduced, _svd_vjp)
 
 
+def _hermitian_svd(a, compute_uv):
+    """NumPy's ``svd(a, hermitian=True)``: its ``eigh`` (the lower triangle), signs and order, traced."""
+    if not compute_uv:
+        return np.sort(np.abs(np.linalg.eigvalsh(a)), axis=-1)[..., ::-1]
+    w, v = np.linalg.eigh(a)
+    sign = np.copysign(1.0, strip(w))  # a constant: +1 or -1 (a zero eigenvalue counts as +1)
+    order = np.argsort(np.abs(strip(w)), axis=-1)[..., ::-1]  # descending, as NumPy orders them
+    s = np.take_along_axis(np.abs(w), order, axis=-1)
+    u = np.take_along_axis(v, order[..., None, :], axis=-1)
+    sign = np.take_along_axis(sign, order, axis=-1)
+    vh = np.conjugate(np.swapaxes(u * sign[..., None, :], -1, -2))
+    return _SVD_RESULT(u, s, vh)
+
+
+_SVD_RESULT = type(np.linalg.svd(np.eye(1)))  # NumPy's named tuple (u, S, Vh)
+
+
 def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if hermitian:
-        raise _not_differentiable(
-            "numpy.linalg.svd", "hermitian=True (it reads one triangle only); call it with hermitian=False."
-        )
+        # NumPy computes it from eigh of the lower triangle: the same steps on the tracers.
+        return _hermitian_svd(a, compute_uv)
     res = svd_reduced(a)
     if not compute_uv:
         return res[1]
