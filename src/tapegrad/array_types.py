@@ -74,9 +74,12 @@ def defers_to(cls: type) -> bool:
     known = DEFERS.get(cls)
     if known is None:
         module = getattr(cls, "__module__", None) or ""
-        known = DEFERS[cls] = module.partition(".")[0] in WRAPPER_LIBRARIES and (
+        wrapper = module.partition(".")[0] in WRAPPER_LIBRARIES and (
             hasattr(cls, "__array_function__") or hasattr(cls, "__array_ufunc__")
         )
+        # A class that opts out of ufuncs (``__array_ufunc__ = None``: NumPy's Polynomial) gets
+        # NotImplemented from the operators, as NEP 13 asks, so its reflected operator runs.
+        known = DEFERS[cls] = wrapper or getattr(cls, "__array_ufunc__", False) is None
     return known
 
 

@@ -491,6 +491,9 @@ class Tracer(NDArrayOperatorsMixin):
     # The common arithmetic takes a fast path to the dispatcher; every other operator
     # (//, %, divmod, @, comparisons, bitwise, unary +, abs, ~) is NumPy's mixin,
     # which calls the ufunc and so reaches __array_ufunc__.
+    # As ndarray's: a comparison with a string is NotImplemented (then False / True), not an error.
+    __eq__ = lambda self, other: NotImplemented if isinstance(other, (str, bytes)) else np.equal(self, other)  # noqa: E731
+    __ne__ = lambda self, other: NotImplemented if isinstance(other, (str, bytes)) else np.not_equal(self, other)  # noqa: E731
     __add__, __radd__ = _arithmetic(np.add)
     __sub__, __rsub__ = _arithmetic(np.subtract)
     __mul__, __rmul__ = _arithmetic(np.multiply)

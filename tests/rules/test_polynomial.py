@@ -207,3 +207,15 @@ def test_roots_second_order_where_a_cotangent_vanishes():
     eps = 1e-6
     fd = np.stack([(g(p + eps * e) - g(p - eps * e)) / (2 * eps) for e in np.eye(p.size)])
     np.testing.assert_allclose(tg.hessian(f)(p), fd, rtol=1e-5, atol=1e-6)
+
+
+def test_tracer_and_numpy_polynomial_objects_defer_as_nep13_asks():
+    # Polynomial sets __array_ufunc__ = None: x + p must become p.__radd__(x), not a NumPy error.
+    P = np.polynomial.Polynomial
+    x0 = np.array([0.7, 1.3])
+
+    def f(x):
+        return (x[0] + P([1.0, 2.0]) * x[1]).coef
+
+    np.testing.assert_array_equal(tg.jacobian(f)(x0), np.array([[1.0, 1.0], [0.0, 2.0]]))
+    check_grads(lambda x: P.fit(np.arange(4.0), np.concatenate([x, x**2]), 2)(np.array([0.5, 2.5])), (x0,), order=2)
