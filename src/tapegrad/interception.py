@@ -85,6 +85,7 @@ __all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "loa
 RULE_MODULES: Dict[str, str] = {
     "scipy.stats": "tapegrad.rules.scipy_stats",
     "scipy.ndimage": "tapegrad.rules.scipy_ndimage",
+    "scipy.ndimage._interpolation": "tapegrad.rules.scipy_ndimage_rotate",
     "scipy.signal": "tapegrad.rules.scipy_signal",
     "scipy.signal._peak_finding": "tapegrad.rules.scipy_peaks",
     "scipy.interpolate": "tapegrad.rules.scipy_interpolate",
