@@ -69,7 +69,11 @@ def defers_to(cls: type) -> bool:
     and operators return ``NotImplemented``).  Taken as a constant by the tracer
     instead, the wrapper would end up inside a tracer (``x * quantity`` a tracer
     holding a ``Quantity``).  Arrays a tracer may hold (NumPy's, Dask's, CuPy's)
-    are not deferred to.
+    are not deferred to.  SciPy's sparse matrices and operators (no NEP 13/18
+    protocols) are deferred to by the operators: ``x @ A`` and ``x * A`` become
+    ``A.__rmatmul__(x)`` and ``A.__rmul__(x)``, which SciPy's door routes to rules;
+    a NumPy function given one beside a tracer (``np.matmul(x, A)``) raises NumPy's
+    ``TypeError`` naming both types.
     """
     known = DEFERS.get(cls)
     if known is None:
@@ -79,7 +83,11 @@ def defers_to(cls: type) -> bool:
         )
         # A class that opts out of ufuncs (``__array_ufunc__ = None``: NumPy's Polynomial) gets
         # NotImplemented from the operators, as NEP 13 asks, so its reflected operator runs.
-        known = DEFERS[cls] = wrapper or getattr(cls, "__array_ufunc__", False) is None
+        opted_out = getattr(cls, "__array_ufunc__", False) is None
+        sparse = hasattr(cls, "__rmatmul__") and any(
+            (getattr(k, "__module__", None) or "").startswith("scipy.sparse.") for k in cls.__mro__
+        )
+        known = DEFERS[cls] = wrapper or opted_out or sparse
     return known
 
 

@@ -4,9 +4,11 @@
 the rule registry; ``tests/test_scipy_coverage.py`` fails when the committed page
 is stale.  One row per public callable of ``scipy.stats``, ``scipy.linalg``,
 ``scipy.ndimage``, ``scipy.signal``, ``scipy.interpolate``, ``scipy.fft``,
-``scipy.spatial.transform``, ``scipy.integrate`` and ``scipy.optimize`` (aliases
-merged), and one row per method of those modules' classes that has a rule
-(``scipy.stats.rv_continuous.logpdf``, ``scipy.interpolate.CubicSpline.__init__``).
+``scipy.spatial.transform``, ``scipy.integrate``, ``scipy.optimize``, ``scipy.sparse``
+and ``scipy.sparse.linalg`` (aliases merged), and one row per method of those modules'
+classes that has a rule (``scipy.stats.rv_continuous.logpdf``,
+``scipy.interpolate.CubicSpline.__init__``); for ``scipy.sparse`` one row per method and
+operator of its sparse arrays and matrices, over every format.
 
 Statuses:
 
@@ -36,7 +38,7 @@ __all__ = ["MODULES", "module_rows", "render", "main", "function_name"]
 #: The SciPy modules the page covers, in the order shown.
 MODULES = (
     "scipy.stats", "scipy.linalg", "scipy.ndimage", "scipy.signal", "scipy.interpolate", "scipy.fft",
-    "scipy.spatial.transform", "scipy.integrate", "scipy.optimize",
+    "scipy.spatial.transform", "scipy.integrate", "scipy.optimize", "scipy.sparse", "scipy.sparse.linalg",
 )
 
 
@@ -98,12 +100,59 @@ def module_rows() -> Dict[str, List[Tuple[List[str], str, str]]]:
             listed.update(names)
             rows.append((names, *_status(None if key is None else RULES.get(key))))
         prefix = module_name + "."
-        for name, fun in by_name.items():
-            if name.startswith(prefix) and name not in listed and "." in name[len(prefix):]:
-                rows.append(([name], *_status(RULES.get(fun))))  # a method: Class.method
+        if module_name == "scipy.sparse":
+            rows += _sparse_method_rows()  # its rules sit on private base classes
+        else:
+            for name, fun in by_name.items():
+                if name.startswith(prefix) and name not in listed and "." in name[len(prefix):]:
+                    if not any(name.startswith(other + ".") for other in MODULES if len(other) > len(module_name)):
+                        rows.append(([name], *_status(RULES.get(fun))))  # a method: Class.method
         rows.sort(key=lambda r: r[0][0])
         out[module_name] = rows
     return out
+
+
+def _sparse_method_rows() -> List[Tuple[List[str], str, str]]:
+    """One row per method and operator of SciPy's sparse arrays and matrices, over every format.
+
+    SciPy defines them on private base classes (``_spbase``, ``_cs_matrix``, ...) and
+    routes operators through private methods (``A @ x`` through ``_matmul_dispatch``):
+    each row is named on ``scipy.sparse.sparray`` and gives the status shared by the
+    ``*_array`` and ``*_matrix`` classes of every format, naming those that differ.
+    """
+    import scipy.sparse as sp
+
+    from tapegrad.registry import RULES
+    from tapegrad.rules.scipy_sparse import AS_WRITTEN, OPERATORS
+
+    classes = [getattr(sp, f"{fmt}_{kind}") for fmt in ("csr", "csc", "coo", "bsr", "dia", "lil", "dok")
+               for kind in ("array", "matrix")]
+    names = sorted({n for c in classes for n in dir(c)
+                    if (not n.startswith("_") or n in OPERATORS) and callable(getattr(c, n, None))})
+    rows = []
+    for name in names:
+        statuses: Dict[str, List[str]] = {}
+        notes: Dict[str, str] = {}
+        for cls in classes:
+            if not callable(getattr(cls, name, None)):
+                continue
+            rule = None
+            for method in OPERATORS.get(name, (name,)):
+                fun = next((k.__dict__[method] for k in cls.__mro__ if method in k.__dict__), None)
+                rule = RULES.get(fun) if fun is not None else None
+                if rule is not None:
+                    break
+            status, remark = _status(rule)
+            statuses.setdefault(status, []).append(cls.__name__)
+            notes[status] = notes.get(status) or remark
+        ranked = sorted(statuses, key=lambda s: -len(statuses[s]))
+        status = ranked[0]
+        note = AS_WRITTEN.get(name, "") if status == "no rule" else (notes[status] or "every format")
+        others = [f"{s} for {', '.join(statuses[s])}" for s in ranked[1:]]
+        if others:
+            note = "; ".join(([note] if note and note != "every format" else []) + others)
+        rows.append(([f"scipy.sparse.sparray.{name}"], status, note))
+    return rows
 
 
 def _is_ufunc(obj: object) -> bool:

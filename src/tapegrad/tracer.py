@@ -488,13 +488,13 @@ class Tracer(NDArrayOperatorsMixin):
         ROUTES.write(self, np.partition(self, kth, axis=axis, kind=kind, order=order), None)
 
     # ------------------------------------------------------------------ operators
-    # The common arithmetic takes a fast path to the dispatcher; every other operator
-    # (//, %, divmod, @, comparisons, bitwise, unary +, abs, ~) is NumPy's mixin,
-    # which calls the ufunc and so reaches __array_ufunc__.
+    # Arithmetic and @ take a fast path to the dispatcher (deferring to array_types.defers_to);
+    # every other operator is NumPy's mixin, which calls the ufunc and reaches __array_ufunc__.
     # As ndarray's: a comparison with a string is NotImplemented (then False / True), not an error.
     __eq__ = lambda self, other: NotImplemented if isinstance(other, (str, bytes)) else np.equal(self, other)  # noqa: E731
     __ne__ = lambda self, other: NotImplemented if isinstance(other, (str, bytes)) else np.not_equal(self, other)  # noqa: E731
     __add__, __radd__ = _arithmetic(np.add)
+    __matmul__, __rmatmul__ = _arithmetic(np.matmul)
     __sub__, __rsub__ = _arithmetic(np.subtract)
     __mul__, __rmul__ = _arithmetic(np.multiply)
     __truediv__, __rtruediv__ = _arithmetic(np.true_divide)
