@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library", "defers_to"]
+__all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library", "defers_to",
+           "HOLDER_TYPES", "hold_tracers_in"]
 
 _namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
 
@@ -57,6 +58,19 @@ WRAPPER_LIBRARIES = {"pint", "xarray", "pint_xarray"}
 
 #: type -> whether a tracer defers to it (filled on first sight of each type).
 DEFERS: Dict[type, bool] = {}
+
+
+#: Types whose instances may keep a tracer among their attributes (a SciPy sparse matrix
+#: with traced values keeps it as ``.data``): SciPy's door (:mod:`tapegrad.interception`)
+#: treats an argument of such a type that holds one as a traced argument.
+HOLDER_TYPES: tuple = ()
+
+
+def hold_tracers_in(cls: type) -> None:
+    """Let SciPy's door look for tracers among the attributes of arguments of type ``cls`` (rule modules call it)."""
+    global HOLDER_TYPES
+    if cls not in HOLDER_TYPES:
+        HOLDER_TYPES = HOLDER_TYPES + (cls,)
 
 
 def defers_to(cls: type) -> bool:

@@ -71,6 +71,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from . import array_types
 from .binding import has_tracer
 from .dispatch import dispatch_function
 from .integrations import array_namespaces, scalar_returns, wrappers
@@ -101,22 +102,11 @@ RULE_MODULES: Dict[str, str] = {
     "scipy.sparse.linalg": "tapegrad.rules.scipy_sparse_linalg",
 }
 
-#: Types whose instances may keep a tracer among their attributes (a SciPy sparse matrix
-#: with traced values keeps it as ``.data``): an argument of such a type that does is a
-#: traced argument for the door, like a tracer.  Filled by the rule modules that need it.
-_HOLDERS: Tuple[type, ...] = ()
-
-
-def hold_tracers_in(cls: type) -> None:
-    """Let the door look for tracers among the attributes of arguments of type ``cls``."""
-    global _HOLDERS
-    with _lock:
-        if cls not in _HOLDERS:
-            _HOLDERS = _HOLDERS + (cls,)
+hold_tracers_in = array_types.hold_tracers_in  # for the rule modules: array_types keeps the list
 
 
 def _holds_tracer(args: tuple, kwargs: dict) -> bool:
-    holders = _HOLDERS
+    holders = array_types.HOLDER_TYPES
     for a in args:
         if isinstance(a, holders) and _traced_self(a):
             return True
@@ -323,7 +313,7 @@ def _make_door(
                 return dispatch_function(key, args, kwargs)
         if has_tracer(args) or (kwargs and has_tracer(kwargs)) or (inspect_self and args and _traced_self(args[0])):
             return dispatch_function(key, args, kwargs)
-        if _HOLDERS and _holds_tracer(args, kwargs):
+        if array_types.HOLDER_TYPES and _holds_tracer(args, kwargs):
             return dispatch_function(key, args, kwargs)
         if wrappers.active:  # an xarray Variable or pint Quantity holding a tracer: SciPy would asarray it
             unwrapped = wrappers.unwrap_arguments(args, kwargs)

@@ -11,7 +11,7 @@ products) and :mod:`tapegrad.rules.scipy_sparse_linalg` (solves, spectra):
   the values are traced.
 * Such a matrix reaches the rules through SciPy's door: its methods are intercepted
   with ``inspect_self`` and the door looks for tracers among the attributes of sparse
-  arguments (:func:`tapegrad.interception.hold_tracers_in`).  A SciPy method with no
+  arguments (:func:`tapegrad.array_types.hold_tracers_in`).  A SciPy method with no
   rule that hands ``.data`` to compiled code raises tapegrad's clear
   ``GradientDroppedError``; one that computes with ``.data`` in NumPy records it.
 

@@ -65,7 +65,6 @@ NumPy's ``TypeError``: the tracer defers to SciPy's operators
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 from typing import Any, Callable, List, Optional, Tuple
@@ -74,6 +73,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import _base, _construct
 
+from ..array_types import hold_tracers_in
 from ..dispatch import primitive
 from ..errors import NonDifferentiableArgumentError
 from ..registry import ORIGINALS, defcomposite, defvjp, intercepted
@@ -1034,8 +1034,7 @@ def _register() -> None:
         fun = getattr(_construct, name)
         defcomposite(intercepted(fun, route_all=True), _bind(body, fun))
     # The door must see traced sparse matrices passed as arguments (A_const + B_traced).
-    # (tapegrad.interception imports this module, so it is loaded; a lower layer names it at run time.)
-    importlib.import_module("tapegrad.interception").hold_tracers_in(_SPBASE)
+    hold_tracers_in(_SPBASE)
 
 
 _register()
