@@ -341,6 +341,10 @@ add(np.geomspace, s(lambda a, b: np.geomspace(a, b, 3), scalar(0.5), scalar(3.0)
 add(np.gradient, s(lambda f: np.gradient(f), normal(5)),
     s(lambda f, dx: np.gradient(f, dx, axis=1, edge_order=2), normal(2, 4), scalar(0.7), note="traced spacing"),
     s(lambda f, x: np.gradient(f, x), normal(4), np.cumsum(positive(4)), note="traced coordinates"))
+# np.vectorize's loop (rules/vectorize.py): a branch on each element, and a signature.
+add(np.vectorize._vectorize_call,
+    s(lambda x: np.vectorize(lambda a: a ** 2 if a > 0 else np.sin(a))(x), spread(2, 3)),
+    s(lambda x: np.vectorize(lambda v: np.stack([v.sum(), (v * v).sum()]), signature="(n)->(2)")(x), normal(2, 3)))
 add(np.piecewise, s(lambda x: np.piecewise(x, [x < 0, x >= 0], [lambda v: v ** 2, np.sin]), spread(2, 3)),
     s(lambda x: np.piecewise(x, [x < -0.5], [np.exp, lambda v: 2 * v]), spread(5), note="otherwise piece"))
 add(np.cov, s(lambda x: np.cov(x), normal(2, 4)), s(lambda x, y: np.cov(x, y, rowvar=False, ddof=0), normal(4, 2), normal(4)),
