@@ -14,7 +14,11 @@ How a call reaches its rule
 While at least one tape records (the same window as :mod:`tapegrad.constructors`),
 each intercepted *Python* function ``f`` runs a *trampoline* instead of its own
 code: ``f.__code__`` is swapped for a small code object that calls the door with
-the call's arguments, and swapped back when the last window closes.  Because the
+the call's arguments.  Swapping some 460 functions in and out costs about 40 us, so
+after the last window closes the trampolines linger: the first intercepted call
+made outside a window (and outside tapegrad's own backward sweep) puts SciPy's
+code back everywhere, then runs; a loop of gradients swaps nothing after the first.
+Each function keeps its own ``__signature__`` while its trampoline is in place.  Because the
 function object stays the same, every way of reaching it works alike:
 ``scipy.stats.norm.logpdf(x)``, ``from scipy.stats import norm``, a frozen
 ``st.gamma(a).logpdf(x)`` (its method calls the class's), a module attribute
@@ -118,6 +122,7 @@ _choice: Optional[bool] = None
 _lock = threading.RLock()
 _loaded: set = set()  # SciPy module names whose rule module was imported (or found missing)
 _installed = False
+_window_open = False  # a recording window is open (the trampolines may linger after it)
 _swaps: Dict[Any, "_Swap"] = {}  # function -> how to swap it (made once per function)
 
 
@@ -138,7 +143,7 @@ def intercept_scipy(enabled: bool = True) -> None:
     with _lock:
         _choice = bool(enabled)
         if not enabled:
-            uninstall()
+            uninstall(now=True)
 
 
 def load_rules(all_modules: bool = False) -> None:
@@ -183,40 +188,76 @@ _planned_size = 0
 
 def install() -> None:
     """Put the trampolines in place (called when the first recording window opens)."""
-    global _installed
+    global _window_open, _installed
     if not intercepting_scipy():
         return
     wrappers.prepare()  # xarray imports scipy.interpolate late: import it now
     _namespaces_on()
     with _lock:  # SciPy's functions, and NumPy's own Python functions with a rule (np.vectorize)
-        if _installed:
-            return
+        _window_open = True
         if len(_loaded) < len(RULE_MODULES):
-            load_rules()
+            load_rules()  # a SciPy module imported since the last window brings its rules
+        if _installed and _planned_size == len(INTERCEPTED):
+            return  # still in place since the last window (they linger: see uninstall)
         codes, attributes = _plan()
-        # One window opens and closes around every gradient: this loop is its whole
-        # cost (one attribute write per intercepted function).
+        # The first window (or one after new rules): one attribute write per intercepted function.
         for fun, _, door_code in codes:
-            fun.__code__ = door_code
+            if fun.__code__ is not door_code:
+                fun.__code__ = door_code
         for swap in attributes:
             swap.on()
         _installed = True
 
 
-def uninstall() -> None:
-    """Restore every intercepted function (called when the last recording window closes)."""
-    global _installed
+def uninstall(now: bool = False) -> None:
+    """Close the window: the trampolines linger until an intercepted function is called outside one.
+
+    Swapping every intercepted function's code in and out costs about 0.1 us per
+    function (461 with SciPy's modules loaded: 40 us a window, most of a small
+    gradient's cost).  A loop of gradient calls with no SciPy call between them
+    therefore keeps the trampolines in place; the first intercepted call made outside
+    a window (its door sees no open window) restores every function, then runs.  The
+    trampolines carry each function's own ``__signature__`` meanwhile.  ``now``
+    restores them at once (``intercept_scipy(False)``).
+    """
+    global _window_open
     with _lock:
         _namespaces_off()
-        if not _installed:
+        _window_open = False
+        if now:
+            _restore()
+
+
+def _restore() -> None:
+    """Put SciPy's own code back in every intercepted function (under ``_lock``)."""
+    global _installed
+    if not _installed or _window_open:
+        return
+    codes, attributes = _planned
+    for fun, code, door_code in codes:
+        if fun.__code__ is door_code:
+            fun.__code__ = code
+    for swap in attributes:
+        swap.off()
+    _installed = False
+
+
+def _outside_window() -> None:
+    """A trampoline was entered with no window open: restore SciPy's code, unless tapegrad called.
+
+    A backward sweep runs after its window closed, and its VJPs call SciPy on plain
+    cotangents: those calls take the door's plain path instead of restoring every
+    function only to swap them all in again at the next gradient.
+    """
+    frame = sys._getframe(3)  # _outside_window <- door <- trampoline <- the caller
+    for _ in range(64):
+        if frame is None:
+            break
+        if (frame.f_globals.get("__name__") or "").startswith("tapegrad."):
             return
-        codes, attributes = _planned
-        for fun, code, door_code in codes:
-            if fun.__code__ is door_code:
-                fun.__code__ = code
-        for swap in attributes:
-            swap.off()
-        _installed = False
+        frame = frame.f_back
+    with _lock:
+        _restore()
 
 
 # ---------------------------------------------------------------------- namespace look-ups
@@ -303,11 +344,17 @@ def _make_door(
     if route_all:  # the rule itself decides (a solver whose callback closes over tracers)
 
         def door_all(args: tuple, kwargs: dict) -> Any:
+            if not _window_open:  # a lingering trampoline, outside any window
+                _outside_window()
+                return original(*args, **kwargs)
             return dispatch_function(key, args, kwargs)
 
         return door_all
 
     def door(args: tuple, kwargs: dict) -> Any:
+        if not _window_open:  # a lingering trampoline, outside any window
+            _outside_window()
+            return original(*args, **kwargs)
         for a in args:
             if type(a) is Tracer:
                 return dispatch_function(key, args, kwargs)
@@ -379,6 +426,7 @@ class _Swap:
             self.code = fun.__code__
             if make_door is None:
                 ORIGINALS[fun] = original  # its signature, for binding traced keywords
+                _keep_signature(fun, original)
                 door = _make_door(fun, original, inspect_self, route_all)
             else:  # a namespace look-up: its own door, no rule
                 door = make_door(original)
@@ -407,6 +455,18 @@ class _Swap:
     def off(self) -> None:
         if getattr(self.owner, self.name, None) is self.wrapper:
             setattr(self.owner, self.name, self.fun)
+
+
+def _keep_signature(fun: Any, original: Any) -> None:
+    """Give ``fun`` its own ``__signature__``: the trampoline (``*args, **kwargs``) lingers between windows."""
+    if "__signature__" in fun.__dict__:
+        return
+    import inspect  # rare path: once per intercepted function
+
+    try:
+        fun.__signature__ = inspect.signature(original)
+    except (TypeError, ValueError):
+        pass
 
 
 def _attribute_wrapper(fun: Any, door: Callable[[tuple, dict], Any]) -> Callable[..., Any]:

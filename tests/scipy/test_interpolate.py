@@ -28,6 +28,7 @@ from scipy.interpolate import (
 from scipy.sparse.linalg import spsolve
 
 import tapegrad as tg
+from tapegrad import interception
 from tapegrad.errors import NonDifferentiableArgumentError, UnsupportedFunctionError
 from tapegrad.testing import check_grads
 
@@ -611,6 +612,7 @@ def test_barycentric_interpolation_still_traces_through_numpy():
 
 
 def test_plain_calls_while_recording_are_scipys_own_and_nothing_stays_changed():
+    interception.uninstall(now=True)  # an earlier test's trampolines may linger (restored by a plain call)
     functions = [CubicSpline.__init__, PPoly.__call__, BSpline.__call__, make_interp_spline,
                  interp1d.__init__, interp1d._evaluate, RegularGridInterpolator.__call__]
     codes = [f.__code__ for f in functions]
