@@ -22,3 +22,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _scipy_code_restored():
+    """Each test starts with SciPy's own code in place.
+
+    SciPy's door leaves its trampolines in place after a gradient until the next
+    plain call restores them (tapegrad.interception.uninstall); a test that reads
+    functions' ``__code__`` must not see an earlier test's lingering trampolines.
+    """
+    from tapegrad import interception
+
+    interception.uninstall(now=True)
+    yield
