@@ -9,6 +9,7 @@ Usage (from the repository root)::
     python asv_benches/compare.py --memory              # tapegrad peak memory (tracemalloc)
     python asv_benches/compare.py --profile --workloads W1   # cProfile hot spots of tapegrad
     python asv_benches/compare.py --tape-profile        # tapegrad time per recorded op / VJP
+    python asv_benches/compare.py --reuse               # reuse=True against its NumPy floor
 
 Each library runs in its own subprocess.  Inside it, every workload's
 derivative and the *same process's* plain NumPy forward pass are timed in
@@ -947,6 +948,29 @@ def _driver_helpers(module: Any) -> List[Tuple[Any, str, Callable]]:
 
 
 # =============================================================================== main
+def reuse_report(repeat: int, min_time: float, budget: float) -> str:
+    """``reuse=True`` workloads (asv_benches/benchmarks/reuse.py): each entry against its floor, in one process.
+
+    The entries of a workload are sampled in alternation (garbage collector on); the
+    ratio column is the median over rounds of entry / floor.
+    """
+    from benchmarks import reuse as R
+
+    lines = ["| workload | entry | median | ratio to the floor (min-max) |", "|---|---|---|---|"]
+    gc.enable()
+    for name, pairs in R.entries().items():
+        fns = [fn for _, fn in pairs]
+        samples = paired_samples(fns, repeat, min_time, budget)
+        floor = samples[0]
+        for (label, _), times in zip(pairs, samples):
+            ratios = [t / f for t, f in zip(times, floor)]
+            lines.append(
+                f"| {name} | {label} | {_fmt_time(statistics.median(times))} | "
+                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workloads", default=",".join(W.WORKLOADS), help="comma-separated, e.g. W1,W4 (default: all)")
@@ -965,6 +989,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--profile", action="store_true", help="cProfile tapegrad on each workload (top functions)")
     p.add_argument("--tape-profile", action="store_true",
                    help="tapegrad time per recorded operation (forward, each VJP, accumulation)")
+    p.add_argument("--reuse", action="store_true", help="reuse=True workloads against their floor (one process)")
     p.add_argument("--top", type=int, default=15, help="rows per workload for --profile / --tape-profile")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--outdir", help=argparse.SUPPRESS)
@@ -976,6 +1001,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.error(f"unknown libraries {unknown}; known: {LIBS}")
     if opts.worker:
         run_worker(opts.worker, opts.workloads, opts.repeat, opts.min_time, opts.budget, opts.outdir)
+        return 0
+    if opts.reuse:
+        print(reuse_report(opts.repeat, opts.min_time, opts.budget))
         return 0
     if opts.overhead or opts.memory or opts.profile or opts.tape_profile:
         if opts.profile:

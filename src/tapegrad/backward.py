@@ -19,22 +19,19 @@ from the same code.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import copy
-import math
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .banded import BandedCotangent, plain
 from .sparse_batch import SparseCotangent
+from .strong import MODE, SafeRules, StrongZerosNeeded, has_nan, lazy_seeds, strong_zero, strong_zeros
 from .lazy import broadcast_to, is_duck_array, zeros_like_shaped
 from .memo import sweeping
 from .parallel import MIN_SIZE as LARGE, call as parallel_call  # below MIN_SIZE a split never pays
 from .registry import RULE_TABLE
 from .tape import FITTED, INDEX, N_OUT, RELEASED, Node, Tape, parent_runs
-from .tracer import Tracer, strip
+from .tracer import Tracer
 
 __all__ = [
     "backward",
@@ -301,139 +298,22 @@ def backward(
         ``{node index: cotangent}`` for each source reached.  Sources that no
         cotangent reached are absent.
     """
-    mode = _MODE.get()
+    mode = MODE.get()
     with sweeping(tape):  # rules reuse the forward's remembered values (memo.remembered)
-        if mode == "on" or (mode == "auto" and _lazy(seeds)):
+        if mode == "on" or (mode == "auto" and lazy_seeds(seeds)):
             # Forced, or lazy (Dask) cotangents, which cannot be looked at without computing.
-            return _sweep(tape, roots, seeds, sources, batch, stop, release, _SafeRules())
+            return _sweep(tape, roots, seeds, sources, batch, stop, release, SafeRules())
         found = _sweep(tape, roots, seeds, sources, batch, stop, release, RULE_TABLE)
         if mode == "off":
             return found
         for value in found.values():
-            if _has_nan(value):
+            if has_nan(value):
                 break
         else:
             return found
         if release:  # the values the second sweep would need are gone
             raise StrongZerosNeeded()
-        return _sweep(tape, roots, seeds, sources, batch, stop, release, _SafeRules())
-
-
-# ------------------------------------------------------------------ strong zeros
-# A cotangent entry that is exactly zero contributes exactly zero to every argument,
-# whatever the local partial derivative is (inf or NaN): an overwritten entry, the
-# unselected branch of np.where, a masked slice.  Plain IEEE arithmetic gives
-# 0 * inf = NaN there, and that NaN spreads into the result.
-#
-# The sweep runs with plain arithmetic first.  Replacing such a 0 * inf by 0 can only
-# change result entries that plain arithmetic made NaN (every later step is linear in
-# the cotangent: an entry that reads a NaN is NaN, one that does not read it is the
-# same either way), so a result without NaN is already the strong-zero result, and the
-# only cost is one look at each result.  A result with NaN is computed again with the
-# element-wise rules' VJPs wrapped by :func:`strong_zero`.
-
-#: "auto" (plain sweep, a second one with strong zeros when a result holds NaN),
-#: "on" (strong zeros from the start), "off" (plain arithmetic only: the cotangents
-#: are placeholders whose values mean nothing, as in forward.py's transpose trick).
-_MODE: contextvars.ContextVar = contextvars.ContextVar("tapegrad_strong_zeros", default="auto")
-
-
-class StrongZerosNeeded(Exception):
-    """A sweep that released its tape found NaN: the caller records again and sweeps with strong zeros."""
-
-
-@contextlib.contextmanager
-def strong_zeros(mode: str = "on") -> Iterator[None]:
-    """Sweeps started inside use strong zeros from the start (``"on"``) or never (``"off"``)."""
-    token = _MODE.set(mode)
-    try:
-        yield
-    finally:
-        _MODE.reset(token)
-
-
-def _lazy(seeds: Sequence[Any]) -> bool:
-    for seed in seeds:
-        if type(seed) is not np.ndarray and is_duck_array(seed):
-            return True
-    return False
-
-
-def _has_nan(value: Any) -> bool:
-    """Whether a result of the sweep holds NaN (a tracer is looked at through its value)."""
-    raw = value if type(value) is np.ndarray else strip(value)
-    if type(raw) is SparseCotangent:
-        raw = raw._data  # its stored entries (the others are zeros)
-    if isinstance(raw, np.generic):  # a 0-d result can be a NumPy scalar
-        return raw.dtype.kind in "fc" and bool(np.isnan(raw))
-    if type(raw) is not np.ndarray or raw.dtype.kind not in "fc":
-        return False  # Dask and co. never get here (their sweeps start with strong zeros)
-    if raw.dtype.kind == "c":
-        return bool(np.isnan(raw).any())
-    # np.minimum propagates NaN: the minimum is NaN exactly when an entry is NaN. One
-    # thread, no BLAS (a BLAS dot's second thread spins for a busy core on small machines).
-    return raw.size > 0 and math.isnan(np.minimum.reduce(raw, axis=None))
-
-
-def strong_zero(g: Any, gi: Any) -> Any:
-    """``gi``, the cotangent an element-wise VJP computed from ``g``, with 0 wherever ``g`` is 0.
-
-    Only entries that are not finite change (a finite ``0 * p`` is already 0). A traced
-    ``gi`` (a higher derivative) goes through ``np.where``, which is recorded: its
-    unselected branch gets a zero cotangent, so the next order has strong zeros too.
-    """
-    if gi is None or type(g) is tuple:
-        return gi
-    raw = strip(gi)
-    if isinstance(raw, (np.ndarray, np.generic)):
-        if raw.dtype.kind not in "fc":
-            return gi
-        finite = np.isfinite(raw)
-        if finite.all():
-            return gi
-        # Only the entries that are not finite: a traced cotangent that is 0 here but
-        # not nearby keeps its derivative wherever its product is finite.
-        zero = (strip(g) == 0) & ~finite
-        if not zero.any():
-            return gi
-        return np.where(zero, raw.dtype.type(0), gi)
-    if is_duck_array(raw):  # lazy: no look at the values
-        return np.where((strip(g) == 0) & ~np.isfinite(raw), 0, gi)
-    return gi
-
-
-def _strong(vjp: Any) -> Any:
-    def vjp_with_strong_zeros(g: Any, ans: Any, *args: Any, **kwargs: Any) -> Any:
-        return strong_zero(g, vjp(g, ans, *args, **kwargs))
-
-    return vjp_with_strong_zeros
-
-
-_SAFE_RULES: dict = {}
-
-
-class _SafeRules:
-    """The rule table as a sweep with strong zeros sees it.
-
-    tapegrad's element-wise ufunc rules (those taking 0-d operands, see
-    ``Rule.scalar_operands``) get VJPs wrapped by :func:`strong_zero`, and dense
-    cotangents (a banded or sparse batch keeps only its possible nonzeros: the two
-    agree once zeros are strong).
-    """
-
-    __slots__ = ()
-
-    def __getitem__(self, number: int) -> Any:
-        rule = RULE_TABLE[number]
-        if not rule.scalar_operands:
-            return rule
-        safe = _SAFE_RULES.get(number)
-        if safe is None or safe[0] is not rule:
-            wrapped = copy.copy(rule)  # not a new Rule: that would take a place in RULE_TABLE
-            wrapped.vjps = tuple(_strong(v) if callable(v) else v for v in rule.vjps)
-            wrapped.banded = wrapped.sparse = False  # structured batches arrive dense
-            safe = _SAFE_RULES[number] = (rule, wrapped)
-        return safe[1]
+        return _sweep(tape, roots, seeds, sources, batch, stop, release, SafeRules())
 
 
 def _sweep(

@@ -23,7 +23,7 @@ from .parallel import MIN_SIZE as PARALLEL_LARGE, call as parallel_call
 from .tape import FITTED, PARENT_FIELDS, Pruned
 from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
-from .tracer import ROUTES, SMALL_BYTES, Tracer, strip
+from .tracer import ROUTES, SMALL_BYTES, Tracer, strip, unwrap_above
 from .views import link_opaque_views
 
 __all__ = [
@@ -99,6 +99,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     ans = rule.fun(*raw, **kwargs)
     # A keyword (np.cos(x, dtype=np.float32)) changes the output: such a call is not remembered.
     out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
+    if kwargs and not rule.pass_kwargs and ROUTES.guard is not None:  # a reuse recording replays them
+        ROUTES.guard("kwargs", out, kwargs)
     if rule.returns_view and type(args[0]) is Tracer:
         link_opaque_views(args[0], out)
     return out
@@ -149,7 +151,10 @@ def record_unary(rule: Rule, a: Any) -> Any:
         # the cotangent fits without a check (tape.FITTED); no array attribute is read.
         nodes = tape.nodes
         index = len(nodes)
-        nodes.append((index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0))
+        node = (index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0)
+        nodes.append(node)
+        if nodes[index] is not node:  # another thread appended in between (see Tape.reindex)
+            index = tape.reindex(node, index)
         return Tracer(ans, index, tape, -1, small)
     # Any other float64 array input (large, or made where the shape was not passed along):
     # the same knowledge, read from the array (a one-output element-wise ufunc keeps it).
@@ -180,9 +185,12 @@ def record_traced_first(rule: Rule, a: Tracer, rest: tuple, kwargs: Any = None) 
     ):
         # _emit's common case inline (a small float output; W7 records 4000 of them):
         # nothing to prune or remember, and argument 0 has a VJP.
-        index = len(tape.nodes)
         stored = _stored_kwargs(kwargs) if rule.pass_kwargs else None
-        tape.nodes.append((index, rule.number, raw, stored, ans, (0, -1, a._index, a._out), 0))
+        index = len(tape.nodes)
+        node = (index, rule.number, raw, stored, ans, (0, -1, a._index, a._out), 0)
+        tape.nodes.append(node)
+        if tape.nodes[index] is not node:
+            index = tape.reindex(node, index)
         out = Tracer(ans, index, tape, -1, ans.shape if ans.dtype is _FLOAT64 else None)
     else:
         parents = [0, -1, a._index, a._out]
@@ -273,7 +281,7 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 if rule.elementwise:
                     pos = FITTED
         elif type(constant) is np.ndarray and type(value) is not np.ndarray:
-            constant = follow_library(constant, strip(traced))
+            constant = follow_library(constant, unwrap_above(traced, 0))
         raw = (value, constant) if argnum == 0 else (constant, value)
         parents = (argnum, pos, traced._index, traced._out)
     if small is None and rule.elementwise:
@@ -287,7 +295,10 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     if small is not None:  # no array attribute to read: shape, dtype and size are known
         nodes = tape.nodes
         index = len(nodes)
-        nodes.append((index, rule.number, raw, None, ans, parents, 0))
+        node = (index, rule.number, raw, None, ans, parents, 0)
+        nodes.append(node)
+        if nodes[index] is not node:
+            index = tape.reindex(node, index)
         return Tracer(ans, index, tape, -1, small)
     return _record_output(rule, tape, raw, ans, parents)
 
@@ -304,7 +315,10 @@ def _record_output(rule: Rule, tape: Any, raw: tuple, ans: Any, parents: tuple) 
             if ans.nbytes <= PRUNE_BYTES:
                 nodes = tape.nodes
                 index = len(nodes)
-                nodes.append((index, rule.number, raw, None, ans, parents, 0))
+                node = (index, rule.number, raw, None, ans, parents, 0)
+                nodes.append(node)
+                if nodes[index] is not node:
+                    index = tape.reindex(node, index)
                 return Tracer(ans, index, tape, -1, ans.shape if dtype is _FLOAT64 else None)
             return _append(rule, tape, raw, None, ans, parents)
     dtype = getattr(ans, "dtype", None)
@@ -340,7 +354,10 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
     nodes = tape.nodes
     if isinstance(ans, (tuple, list)):
         index = len(nodes)
-        nodes.append((index, rule.number, raw, _stored_kwargs(kwargs), ans, tuple(parents), len(ans)))
+        node = (index, rule.number, raw, _stored_kwargs(kwargs), ans, tuple(parents), len(ans))
+        nodes.append(node)
+        if nodes[index] is not node:
+            index = tape.reindex(node, index)
         outs = [Tracer(a, index, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
         if type(ans) is list:
             return outs
@@ -383,18 +400,26 @@ def _append(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: t
             # A nested tape's sweep comes after the inner one (the forward's outputs are
             # gone by then): it keeps them (cos(x) for the VJP of the traced sin(x)).
             tape.memo[(rule.key, id(raw[0]))] = (lambda v=ans: v) if tape.nested else _memo_ref(ans)
-        if rule.needs is not None:
+        if rule.needs is not None and ROUTES.guard is None:  # a reuse recording keeps what replay reads
             stored, kept = _prune(rule, raw, ans, parents)
             index = len(nodes)
-            nodes.append((index, rule.number, stored, kwargs, kept, parents, 0))
+            node = (index, rule.number, stored, kwargs, kept, parents, 0)
+            nodes.append(node)
+            if nodes[index] is not node:
+                index = tape.reindex(node, index)
             return Tracer(ans, index, tape)
     index = len(nodes)
-    nodes.append((index, rule.number, raw, kwargs, ans, parents, 0))
+    node = (index, rule.number, raw, kwargs, ans, parents, 0)
+    nodes.append(node)
+    if nodes[index] is not node:
+        index = tape.reindex(node, index)
     return Tracer(ans, index, tape)
 
 
 def call_constant(fun: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """Call ``fun`` on the raw values: its output carries no gradient."""
+    """Call ``fun`` on the raw values: its output carries no gradient (a guard, while a reuse recording runs)."""
+    if ROUTES.guard is not None:
+        return ROUTES.guard("constant", fun, args, kwargs)
     return fun(*strip_all(args), **strip_all(kwargs))
 
 
@@ -558,7 +583,10 @@ def dispatch_ufunc_call1(ufunc: np.ufunc, a: Tracer) -> Any:
         if tape.recording:
             nodes = tape.nodes
             index = len(nodes)
-            nodes.append((index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0))
+            node = (index, rule.number, (raw,), None, ans, (0, FITTED, a._index, a._out), 0)
+            nodes.append(node)
+            if nodes[index] is not node:
+                index = tape.reindex(node, index)
             return Tracer(ans, index, tape, -1, small)
         return ans
     return record_unary(rule, a)

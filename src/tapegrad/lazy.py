@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
-from .tracer import strip
+from .tracer import unwrap_above  # not strip: what is read here is the type, not a guarded value
 from .tree import flatten
 
 __all__ = [
@@ -87,7 +87,7 @@ def is_dask(value: Any) -> bool:
 
 def any_duck(values: Iterable[Any]) -> bool:
     """Whether any of ``values`` (raw values, tracers unwrapped) is a duck array."""
-    return any(is_duck_array(strip(v)) for v in values)
+    return any(is_duck_array(unwrap_above(v, 0)) for v in values)
 
 
 class LazyComputeError(GradientDroppedError):
@@ -228,7 +228,7 @@ def broadcast_to(value: Any, shape: tuple, like: Any = None) -> Any:
 
 def rechunk_like(g: Any, x: Any) -> Any:
     """A Dask gradient gets its Dask source's chunks (lazily: a rechunk in the graph)."""
-    raw = strip(x)
+    raw = unwrap_above(x, 0)
     if is_dask(g) and is_dask(raw) and g.shape == raw.shape and g.chunks != raw.chunks:
         return g.rechunk(raw.chunks)
     return g

@@ -200,7 +200,7 @@ def gradient_request(
         gy = None if grad_ys is None else grad_ys[i]
         if gy is None:
             seed = np.ones(np.shape(y), dtype=np.result_type(y) if type(y) is not Tracer else y.dtype)
-            if is_duck_array(strip(y)):  # a seed in the target's library: lazy ones for a Dask target
+            if is_duck_array(unwrap_above(y, 0)):  # a seed in the target's library: lazy ones for a Dask target
                 seed = np.ones_like(strip(y), dtype=seed.dtype)
         else:
             if np.shape(gy) != np.shape(y):
@@ -258,7 +258,7 @@ def jacobian_request(
         raise ValueError("chunk_size must be a positive integer")
     if chunk_size is not None:
         step = int(chunk_size)
-    elif type(strip(t)) is np.ndarray:  # NumPy values; Dask and CuPy sweeps stay whole
+    elif type(unwrap_above(t, 0)) is np.ndarray:  # NumPy values; Dask and CuPy sweeps stay whole
         step = _automatic_chunk(size, xs, np.dtype(t.dtype).itemsize)
     else:
         step = size

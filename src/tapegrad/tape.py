@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import threading
 from typing import Any
 
 import numpy as np
@@ -147,10 +148,11 @@ class Tape:
     """
 
     __slots__ = ("nodes", "level", "recording", "persistent", "consumed", "released", "memo", "nested",
-                 "__weakref__")
+                 "lock", "__weakref__")
 
     def __init__(self, persistent: bool = False) -> None:
         self.nodes: list = []
+        self.lock = threading.Lock()  # for reindex
         #: (ufunc, id(input)) -> weak reference to the output of remembered ufuncs
         #: (see Rule.remember); their nodes keep the inputs alive, so ids stay unique.
         self.memo: dict = {}
@@ -188,7 +190,10 @@ class Tape:
         if not traceable:
             return raw
         index = len(self.nodes)
-        self.nodes.append((index, None, (), None, raw, (), 0))
+        node = (index, None, (), None, raw, (), 0)
+        self.nodes.append(node)
+        if self.nodes[index] is not node:
+            index = self.reindex(node, index)
         return Tracer(raw, index, self, -1, small_shape(raw))
 
     def constant(self, value: Any) -> Any:
@@ -199,8 +204,28 @@ class Tape:
         (``out = np.zeros_like(x); out[i] = x[i] ** 2``) records those writes.
         """
         index = len(self.nodes)
-        self.nodes.append((index, None, CONSTANT_ARGS, None, value, (), 0))
+        node = (index, None, CONSTANT_ARGS, None, value, (), 0)
+        self.nodes.append(node)
+        if self.nodes[index] is not node:
+            index = self.reindex(node, index)
         return Tracer(value, index, self)
+
+    def reindex(self, node: Node, index: int) -> int:
+        """The position of ``node``, appended by this thread, whose ``index`` another thread took.
+
+        Recording takes ``index = len(nodes)`` and then appends ``node``: two threads
+        recording on one tape (Dask's threaded scheduler over traced chunks) may take
+        the same index, and one of them then finds another node there.  ``list.append``
+        is atomic, so its node sits further on: it gets its true position here.  The
+        common path pays one identity check instead of a lock per node.
+        """
+        with self.lock:
+            nodes = self.nodes
+            position = index + 1
+            while nodes[position] is not node:
+                position += 1
+            nodes[position] = (position,) + node[1:]
+            return position
 
     def reaches_source(self, index: int) -> bool:
         """Whether the value of node ``index`` depends on a value watched on this tape.

@@ -32,6 +32,7 @@ __all__ = [
     "Tracer",
     "as_source_value",
     "strip",
+    "convert",
     "stop_gradient",
     "unwrap_above",
     "is_basic_index",
@@ -67,11 +68,12 @@ class _Routes:
 
     __slots__ = (
         "ufunc", "ufunc_call1", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
-        "write_inplace", "link_view",
+        "write_inplace", "link_view", "guard",
     )
 
 
 ROUTES = _Routes()
+ROUTES.guard = None  # set while tapegrad.reuse records: values leaving a tape become guards (see convert)
 
 #: ndarray methods that are the NumPy function of the same name (``x.sum(axis=0)``
 #: is ``np.sum(x, axis=0)``, which dispatches back to the registry): a method is
@@ -96,9 +98,18 @@ def unwrap_above(value: Any, level: int) -> Any:
 
 def strip(value: Any) -> Any:
     """Unwrap every tracer level of ``value`` (a constant from then on)."""
+    if ROUTES.guard is not None and type(value) is Tracer:
+        return ROUTES.guard("convert", value, None)
     while type(value) is Tracer:
         value = value._value
     return value
+
+
+def convert(value: Any, to: Any) -> Any:
+    """``to(strip(value))``, a traced value turned into a Python one: a reuse recording keeps the answer as a guard."""
+    if ROUTES.guard is not None and type(value) is Tracer:
+        return ROUTES.guard("convert", value, to)
+    return to(strip(value))
 
 
 def stop_gradient(x: Any) -> Any:
@@ -298,7 +309,7 @@ class Tracer(NDArrayOperatorsMixin):
 
     def __int__(self) -> int:
         # Truncation carries no gradient (as x.astype(int)): the value, a constant.
-        return int(strip(self))
+        return convert(self, int)
 
     def __complex__(self) -> complex:
         constant = self._constant()
@@ -308,7 +319,7 @@ class Tracer(NDArrayOperatorsMixin):
 
     def __index__(self) -> int:
         if self.dtype.kind in "iub":
-            return strip(self).__index__()
+            return convert(self, operator.index)
         raise _drop("using a traced float as an index", "Index with integer arrays, which carry no gradient.")
 
     def item(self, *args: Any) -> Any:
@@ -325,7 +336,7 @@ class Tracer(NDArrayOperatorsMixin):
 
     def __bool__(self) -> bool:
         # Truth tests are control flow: they carry no gradient, so they are safe.
-        return bool(strip(self))
+        return convert(self, bool)
 
     def __len__(self) -> int:
         shape = self.shape
@@ -425,7 +436,7 @@ class Tracer(NDArrayOperatorsMixin):
         out = ROUTES.getitem_basic(self, index)
         # NumPy returns a view for basic indexing unless every axis got an integer (a scalar
         # copy); ``y[1, ...]`` is a 0-d view, recognisable as a 0-d ndarray.
-        if type(out) is Tracer and (isinstance(strip(out), np.ndarray) or out.ndim):
+        if type(out) is Tracer and (isinstance(unwrap_above(out, 0), np.ndarray) or out.ndim):
             ROUTES.link_view(self, out, index)
         return out
 

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import GradientDroppedError
-from .tracer import ROUTES, Tracer, strip
+from .tracer import ROUTES, Tracer, unwrap_above  # unwrap_above: types and memory, no reuse guard
 
 __all__ = ["WHOLE", "Mapped", "link_view", "link_opaque_views", "write", "write_inplace"]
 
@@ -94,12 +94,12 @@ def _addresses(a: np.ndarray) -> np.ndarray:
 
 def link_opaque_views(base: Tracer, out: Any) -> None:
     """Mark the outputs of a view-returning call that really share ``base``'s memory."""
-    raw_base = strip(base)
+    raw_base = unwrap_above(base, 0)
     if type(raw_base).__module__.startswith("dask."):  # Dask values never alias (and may_share_memory would compute)
         return  # Dask arrays are immutable (no views to replay), and may_share_memory would compute them
     for view in out if isinstance(out, (list, tuple)) else (out,):
         if type(view) is Tracer and view._tape is base._tape:
-            raw_view = strip(view)
+            raw_view = unwrap_above(view, 0)
             if np.may_share_memory(raw_view, raw_base):
                 mappable = (
                     type(raw_view) is np.ndarray and type(raw_base) is np.ndarray
@@ -126,7 +126,7 @@ def write_inplace(target: Tracer, new: Any) -> Any:
     scalar does the same, so a helper that updates its argument in place changes
     the caller's value exactly when NumPy would.
     """
-    if not (isinstance(strip(target), np.ndarray) or getattr(target, "_array", False)):
+    if not (isinstance(unwrap_above(target, 0), np.ndarray) or getattr(target, "_array", False)):
         return new
     return write(target, new, None)
 
@@ -169,7 +169,7 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
                 "item size) while the original is alive: NumPy would change the original too. "
                 "Copy first (y = np.real(x).copy()) or write out of place."
             )
-    if isinstance(strip(target), np.ndarray):
+    if isinstance(unwrap_above(target, 0), np.ndarray):
         # A 0-d array written in place stays an array (NumPy returns a scalar for the
         # arithmetic that computed the new value): later in-place updates must write too.
         target._array = True

@@ -23,7 +23,7 @@ from ..dispatch import primitive, record_traced_first
 from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
-from ..tracer import ROUTES, is_basic_index, strip
+from ..tracer import ROUTES, is_basic_index, strip, unwrap_above
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
 
@@ -63,7 +63,7 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
             shifted = g.scattered(index, shape)
             if shifted is not None:
                 return shifted
-        if is_dask(strip(g)):
+        if is_dask(unwrap_above(g, 0)):
             padded = _pad_scatter(g, index, shape, nb)
             if padded is not None:
                 return padded
@@ -73,7 +73,7 @@ def _untake(g: Any, index: tuple, shape: tuple) -> Any:
     pos = _positions(shape, index).ravel()
     size = int(np.prod(shape, dtype=np.int64))
     g = np.broadcast_to(g, batch + _positions(shape, index).shape).reshape(batch + (pos.size,))
-    if is_dask(strip(g)):
+    if is_dask(unwrap_above(g, 0)):
         return _gather_scatter(g, pos, size, batch, dtype).reshape(batch + shape)
     if np.unique(pos).size == pos.size:
         out = zeros_like_shaped(g, batch + (size,), dtype)

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import primitive, strip
+from ..tracer import unwrap_above
 from ..array_types import follow_library
 from ..errors import NonDifferentiableArgumentError
 from ..memo import recalled, shared, shared_so_far
@@ -378,7 +379,7 @@ def tri_solve(t: Any, rhs: Any, lower: bool, trans: bool = False) -> Any:
     """
     if not _plain(t, rhs) or np.iscomplexobj(t) or np.iscomplexobj(rhs):
         t = swap_last(t) if trans else t
-        if np.ndim(rhs) > np.ndim(t) and type(strip(t)) is not np.ndarray:
+        if np.ndim(rhs) > np.ndim(t) and type(unwrap_above(t, 0)) is not np.ndarray:
             # CuPy's solve does not broadcast a matrix against a batch of right-hand sides.
             t = np.broadcast_to(t, np.shape(rhs)[:-2] + np.shape(t)[-2:])
         return np.linalg.solve(t, rhs)

@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 
 from ..dispatch import strip
+from ..tracer import unwrap_above
 from ..registry import defcomposite, defvjp
 from .misc import as_array, as_dtype
 
@@ -113,7 +114,7 @@ defcomposite(np.polyint, _poly1d_result(_polyint), note="integration constants k
 def _polydiv(u, v):
     u = np.atleast_1d(as_array(u)) + 0.0
     v = np.atleast_1d(as_array(v)) + 0.0
-    dtype = np.result_type(strip(u)[0] + strip(v)[0])
+    dtype = np.result_type(unwrap_above(u, 0)[0] + strip(v)[0])
     m, n = len(u) - 1, len(v) - 1
     scale = 1.0 / v[0]
     r = as_dtype(u, dtype)

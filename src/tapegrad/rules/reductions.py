@@ -26,7 +26,8 @@ import warnings
 
 import numpy as np
 
-from ..dispatch import _reject_out, primitive, strip
+from ..dispatch import _reject_out, primitive
+from ..tracer import unwrap_above
 from ..errors import UnsupportedFunctionError
 from ..lazy import is_dask
 from ..registry import CONSTANT_ARG, defcomposite, defvjp
@@ -217,7 +218,7 @@ def _cumprod_vjp(g, ans, x0, axis=None, dtype=None, out=None):
     dx = rev_cumsum(g * ans, ax)
     # A Dask x cannot be asked whether it has zeros without computing it: always take the
     # exact form below (the dense product is O(n**2) along the axis, so only for short axes).
-    lazy = is_dask(strip(x))
+    lazy = is_dask(unwrap_above(x, 0))
     if lazy and np.shape(x)[ax] > _LAZY_DENSE_MAX:
         raise UnsupportedFunctionError(
             "numpy.cumprod",
@@ -274,7 +275,7 @@ def _prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, initia
     masked = not _unmasked(where)
     xw = np.where(where, x, 1) if masked else x
     # A Dask x cannot be asked whether it has zeros without computing it: the exact form.
-    if is_dask(strip(xw)) or np.equal(xw, 0).any():
+    if is_dask(unwrap_above(xw, 0)) or np.equal(xw, 0).any():
         others = _prod_others(xw, axis)
         if initial is not None:
             others = others * initial

@@ -73,7 +73,7 @@ from scipy.ndimage import _ni_support
 from ..dispatch import primitive, strip
 from ..errors import GradientDroppedError, NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
-from ..tracer import Tracer
+from ..tracer import Tracer, unwrap_above
 from ._scipy_util import as_array as _as_array, has_tracer as _is_traced
 
 # SciPy's own functions, bound once: the rules call them on plain arrays.
@@ -133,7 +133,7 @@ def _zero_pad(a: Any, axis: int, before: int, after: int) -> Any:
     """``a`` with zeros before and after along ``axis`` (a concatenation: its VJP is a slice)."""
     if not before and not after:
         return a
-    dtype = np.result_type(strip(a))
+    dtype = np.result_type(unwrap_above(a, 0))
     parts = []
     for count in (before, after):
         shape = list(np.shape(a))
@@ -266,7 +266,7 @@ def _correlate1d_vjp_w(g, ans, x, w, cval, axis, mode, origin, dtype):
 
 def _correlate1d_vjp_cval(g, ans, x, w, cval, axis, mode, origin, dtype):
     # dy/dcval: the filter applied to zeros extended by ones.
-    profile = correlate1d_p(np.zeros(np.shape(x), dtype=np.result_type(strip(g))), w, 1.0, axis, mode, origin, None)
+    profile = correlate1d_p(np.zeros(np.shape(x), dtype=np.result_type(unwrap_above(g, 0))), w, 1.0, axis, mode, origin, None)
     return np.sum(g * profile, axis=_inner_axes(np.ndim(x)))
 
 
@@ -320,7 +320,7 @@ def _correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0,
             return _correlate1d(a, b, axis, None, mode, c, origin)
 
         return _via_real_parts(real_filter, x, w, cval, dtype)
-    if np.result_type(strip(w)) != np.float64:
+    if np.result_type(unwrap_above(w, 0)) != np.float64:
         w = w.astype(np.float64)
     return correlate1d_p(x, w, cval, axis, mode, origin, dtype if output is not None else None)
 
@@ -378,7 +378,7 @@ def _correlate_vjp_w(g, ans, x, w, cval, mode, origins, dtype):
 
 
 def _correlate_vjp_cval(g, ans, x, w, cval, mode, origins, dtype):
-    profile = correlate_p(np.zeros(np.shape(x), dtype=np.result_type(strip(g))), w, 1.0, mode, origins, None)
+    profile = correlate_p(np.zeros(np.shape(x), dtype=np.result_type(unwrap_above(g, 0))), w, 1.0, mode, origins, None)
     return np.sum(g * profile, axis=_inner_axes(np.ndim(x)))
 
 
@@ -411,7 +411,7 @@ def _correlate_or_convolve(name, input, weights, output, mode, cval, origin, con
     dtype = _output_dtype(name, output, strip(x))
     ndim = np.ndim(x)
     axes = _ni_support._check_axes(axes, ndim)
-    if np.result_type(strip(w)) != np.float64:
+    if np.result_type(unwrap_above(w, 0)) != np.float64:
         w = w.astype(np.float64)
     if len(axes) < ndim:
         if np.ndim(w) != len(axes):
@@ -454,7 +454,7 @@ uniform1d_p = primitive(_uniform1d_raw)
 
 
 def _uniform_weights(size: int, like: Any) -> np.ndarray:
-    return np.full(size, 1.0 / size, dtype=np.result_type(strip(like), np.float64))
+    return np.full(size, 1.0 / size, dtype=np.result_type(unwrap_above(like, 0), np.float64))
 
 
 def _uniform1d_vjp_x(g, ans, x, cval, size, axis, mode, origin, dtype):
@@ -523,7 +523,7 @@ def _uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin
 
 
 def _copy_as(x: Any, dtype: np.dtype) -> Any:
-    return np.copy(x) if np.result_type(strip(x)) == dtype else x.astype(dtype)
+    return np.copy(x) if np.result_type(unwrap_above(x, 0)) == dtype else x.astype(dtype)
 
 
 defcomposite(intercepted(_nd.uniform_filter1d), _uniform_filter1d)
@@ -753,7 +753,7 @@ spline1d_p = primitive(_spline1d_raw)
 def _spline1d_vjp(g, ans, x, order, axis, mode):
     n = np.shape(x)[axis]
     m = _spline_matrix(n, order, mode)
-    last = np.moveaxis(g, axis, -1) @ m.astype(np.result_type(strip(g), np.float64), copy=False)
+    last = np.moveaxis(g, axis, -1) @ m.astype(np.result_type(unwrap_above(g, 0), np.float64), copy=False)
     return np.moveaxis(last, -1, axis)
 
 
@@ -1109,7 +1109,7 @@ def _affine_transform(input, matrix, offset=0.0, output_shape=None, output=None,
             lambda part, c: _affine_transform(part, matrix, offset, out_shape, None, order, mode, c, prefilter), x, cval, dtype
         )
     m = _as_array(matrix)
-    if np.result_type(strip(m)) != np.float64:
+    if np.result_type(unwrap_above(m, 0)) != np.float64:
         m = m.astype(np.float64)
     if np.ndim(m) not in (1, 2) or np.shape(m)[0] < 1:
         raise RuntimeError("no proper affine matrix provided")
@@ -1292,7 +1292,7 @@ def _fourier(name: str, scipy_fun: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(output, np.ndarray) or type(output) is Tracer:
             _output_dtype(name, output, strip(x))  # the clear error
         value = np.asarray(scipy_fun(strip(x), parameter, n, axis, output))
-        factors = scipy_fun(np.ones(np.shape(x), dtype=np.result_type(strip(x))), parameter, n, axis, output)
+        factors = scipy_fun(np.ones(np.shape(x), dtype=np.result_type(unwrap_above(x, 0))), parameter, n, axis, output)
         return _with_value(value, x * factors)
 
     impl.__name__ = name

@@ -71,7 +71,7 @@ from scipy.signal._arraytools import axis_reverse, axis_slice
 from ..dispatch import primitive, strip
 from ..errors import NonDifferentiableArgumentError
 from ..registry import CONSTANT_ARG, defcomposite, defvjp, intercepted
-from ..tracer import Tracer
+from ..tracer import Tracer, unwrap_above
 from ._scipy_util import as_array as _as_array, has_tracer as _traced
 
 _sp_lfilter = _sig.lfilter
@@ -127,7 +127,7 @@ def _lagged_products(w: Any, v: Any, taps: int, axis: int, ndim: int) -> Any:
     """``out[..., k] = sum_n w[n] v[n - k]`` for ``k < taps``, summed over ``v``'s axes."""
     wl, vl = np.moveaxis(w, axis, -1), np.moveaxis(v, axis, -1)
     n = np.shape(vl)[-1]
-    zero = np.zeros(np.shape(wl)[: np.ndim(wl) - ndim], dtype=np.result_type(strip(wl), strip(vl)))
+    zero = np.zeros(np.shape(wl)[: np.ndim(wl) - ndim], dtype=np.result_type(unwrap_above(wl, 0), strip(vl)))
     terms = [np.sum(wl[..., k:] * vl[..., : n - k], axis=_inner(ndim)) if k < n else zero for k in range(taps)]
     return np.stack(terms, axis=-1)
 
@@ -197,11 +197,11 @@ def _lfilter(b, a, x, axis=-1, zi=None):
     n = np.shape(x)[axis]
     if k == 0:
         y = lfilter_p(b, a, x, zi, axis)
-        return y, np.zeros(tuple(expected), dtype=np.result_type(strip(y)))
+        return y, np.zeros(tuple(expected), dtype=np.result_type(unwrap_above(y, 0)))
     # Run K zero samples past the end: y is unchanged (causal), and the extra outputs give zf.
     zeros = list(np.shape(x))
     zeros[axis] = k
-    y_ext = lfilter_p(b, a, np.concatenate([x, np.zeros(zeros, dtype=np.result_type(strip(x)))], axis=axis), zi, axis)
+    y_ext = lfilter_p(b, a, np.concatenate([x, np.zeros(zeros, dtype=np.result_type(unwrap_above(x, 0)))], axis=axis), zi, axis)
 
     def take(start, stop):
         return y_ext[(Ellipsis, slice(start, stop)) + (slice(None),) * (-axis - 1)]
@@ -348,10 +348,10 @@ def _validate_sos(sos: Any) -> tuple:
 def _sosfilt(sos, x, axis=-1, zi=None):
     sos, n_sections = _validate_sos(sos)
     x = _as_array(x)
-    if np.result_type(strip(x)).kind not in "fc":
+    if np.result_type(unwrap_above(x, 0)).kind not in "fc":
         x = x.astype(np.float64)
     axis = _negative_axis(_constant("sosfilt", "axis", axis), np.ndim(x))
-    dtype = np.result_type(strip(sos), strip(x))
+    dtype = np.result_type(unwrap_above(sos, 0), strip(x))
     if zi is not None:
         zi = _as_array(zi)
         expected = list(np.shape(x))
@@ -370,11 +370,11 @@ def _sosfilt(sos, x, axis=-1, zi=None):
         else:
             y, zf = _lfilter(sos[s, :3], sos[s, 3:], y, axis=axis, zi=zi[s])
             states.append(zf)
-    y = y if np.result_type(strip(y)) == dtype else y.astype(dtype)
+    y = y if np.result_type(unwrap_above(y, 0)) == dtype else y.astype(dtype)
     if zi is None:
         return y
     zf = np.stack(states)
-    return y, (zf if np.result_type(strip(zf)) == dtype else zf.astype(dtype))
+    return y, (zf if np.result_type(unwrap_above(zf, 0)) == dtype else zf.astype(dtype))
 
 
 defcomposite(intercepted(_sig.sosfilt), _sosfilt, note="the cascade of its sections' lfilter calls")
@@ -384,7 +384,7 @@ def _sosfilt_zi(sos):
     sos = _as_array(sos)
     if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
         raise ValueError("sos must be shape (n_sections, 6)")
-    if np.result_type(strip(sos)).kind in "biu":
+    if np.result_type(unwrap_above(sos, 0)).kind in "biu":
         sos = sos.astype(np.float64)
     rows, scale = [], 1.0
     for s in range(np.shape(sos)[0]):
@@ -402,7 +402,7 @@ def _sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
         _constant("sosfiltfilt", arg, value)
     sos, n_sections = _validate_sos(sos)
     x = _as_array(x)
-    if np.result_type(strip(x)).kind not in "fc":
+    if np.result_type(unwrap_above(x, 0)).kind not in "fc":
         x = x.astype(np.float64)
     raw = strip(sos)
     ntaps = 2 * n_sections + 1 - min(int((raw[:, 2] == 0).sum()), int((raw[:, 5] == 0).sum()))
@@ -478,7 +478,7 @@ def _check_convolve(name: str, in1: Any, in2: Any, mode: Any, method: Any) -> No
 
 
 def _result_dtype(y: Any, dtype: np.dtype) -> Any:
-    return y if np.result_type(strip(y)) == dtype else y.astype(dtype)
+    return y if np.result_type(unwrap_above(y, 0)) == dtype else y.astype(dtype)
 
 
 def _convolve(in1, in2, mode="full", method="auto"):
@@ -486,7 +486,7 @@ def _convolve(in1, in2, mode="full", method="auto"):
     if np.ndim(a) == 0 and np.ndim(b) == 0:
         return a * b
     _check_convolve("convolve", a, b, mode, method)
-    dtype = np.result_type(strip(a), strip(b))
+    dtype = np.result_type(unwrap_above(a, 0), strip(b))
     return _result_dtype(_crop(convolve_full_p(a, b, method), np.shape(a), np.shape(b), mode), dtype)
 
 
@@ -495,7 +495,7 @@ def _correlate(in1, in2, mode="full", method="auto"):
     if np.ndim(a) == 0 and np.ndim(b) == 0:
         return a * (np.conjugate(b) if np.iscomplexobj(strip(b)) else b)
     _check_convolve("correlate", a, b, mode, method)
-    dtype = np.result_type(strip(a), strip(b))
+    dtype = np.result_type(unwrap_above(a, 0), strip(b))
     swap = mode == "valid" and any(j > i for i, j in zip(np.shape(a), np.shape(b)))
     if swap:
         # SciPy correlates the larger with the smaller and reverses (and conjugates) the result.
@@ -595,7 +595,7 @@ def _with_value(value: np.ndarray, traced: Any) -> Any:
 def _extend2d(a: Any, rows: int, cols: int, boundary: str, fillvalue: Any) -> Any:
     """``a`` extended by ``rows``/``cols`` samples on each side, as convolve2d's boundary extends it."""
     if boundary == "fill":
-        dtype = np.result_type(strip(a), strip(fillvalue))
+        dtype = np.result_type(unwrap_above(a, 0), strip(fillvalue))
         top = np.zeros((rows, np.shape(a)[1]), dtype=dtype) + fillvalue
         a = np.concatenate([top, a, top], axis=0)
         side = np.zeros((np.shape(a)[0], cols), dtype=dtype) + fillvalue
@@ -657,7 +657,7 @@ def _upfirdn(h, x, up=1, down=1, axis=-1, mode="constant", cval=0):
     n = np.shape(xl)[-1]
     if up > 1:
         # Zero insertion: each sample followed by up - 1 zeros, the trailing ones dropped.
-        zeros = np.zeros(np.shape(xl) + (up - 1,), dtype=np.result_type(strip(xl)))
+        zeros = np.zeros(np.shape(xl) + (up - 1,), dtype=np.result_type(unwrap_above(xl, 0)))
         xl = np.reshape(np.concatenate([xl[..., None], zeros], axis=-1), np.shape(xl)[:-1] + (n * up,))
         xl = xl[..., : (n - 1) * up + 1]
     kernel = np.reshape(h, (1,) * (np.ndim(xl) - 1) + (-1,))
@@ -717,7 +717,7 @@ def _segments(x: Any, m_num: int, m_num_mid: int, hop: int, k_offset: int, p0: i
     part = x[..., max(k0, 0) : min(k1, n)]
     before, after = -min(k0, 0), max(k1 - n, 0)
     if before or after:  # zeros by concatenation: its VJP is a slice
-        zeros = np.zeros(np.shape(part)[:-1] + (1,), dtype=np.result_type(strip(part)))
+        zeros = np.zeros(np.shape(part)[:-1] + (1,), dtype=np.result_type(unwrap_above(part, 0)))
         part = np.concatenate([np.repeat(zeros, before, axis=-1), part, np.repeat(zeros, after, axis=-1)], axis=-1)
     if m_num % hop == 0:
         # Segments made of whole hops: r shifted views of the signal cut into hops.
@@ -776,7 +776,7 @@ def _savgol_filter(x, window_length, polyorder, deriv=0, delta=1.0, axis=-1, mod
     for arg, value in (("window_length", window_length), ("polyorder", polyorder), ("deriv", deriv), ("axis", axis), ("mode", mode)):
         _constant("savgol_filter", arg, value)
     x = _as_array(x)
-    if np.result_type(strip(x)) not in (np.float64, np.float32):
+    if np.result_type(unwrap_above(x, 0)) not in (np.float64, np.float32):
         x = x.astype(np.float64)
     # SciPy's checks and value; the traced computation below only lends it derivatives.
     value = np.asarray(_sp_savgol_filter(strip(x), window_length, polyorder, deriv, strip(delta), axis, mode, strip(cval)))
@@ -815,7 +815,7 @@ def _detrend(data, axis=-1, type="linear", bp=0, overwrite_data=False):
         _constant("detrend", arg, value)
     x = _as_array(data)
     value = np.asarray(_sp_detrend(strip(x), axis, type, bp, False))  # SciPy's checks and value
-    if np.result_type(strip(x)).char not in "dfDF":
+    if np.result_type(unwrap_above(x, 0)).char not in "dfDF":
         x = x.astype(np.float64)
     if type in ("constant", "c"):
         return _with_value(value, x - np.mean(x, axis=axis, keepdims=True))

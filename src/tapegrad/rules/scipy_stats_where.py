@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ..registry import defcomposite, intercepted
-from ..tracer import Tracer, strip
+from ..tracer import Tracer, strip, unwrap_above
 
 
 def _traced(v: Any) -> bool:
@@ -75,11 +75,11 @@ def _apply_where(
     args_ = [_flat(a, shape) for a in args_]
     temp1 = f1(*(a[np.ravel(cond)] for a in args_))
     if f2 is None:
-        dtype = np.result_type(strip(temp1), strip(fill_value))
+        dtype = np.result_type(unwrap_above(temp1, 0), strip(fill_value))
         return _assemble(shape, dtype, [(cond, temp1)], fill_value)
     ncond = ~cond
     temp2 = f2(*(a[np.ravel(ncond)] for a in args_))
-    dtype = np.result_type(strip(temp1), strip(temp2))
+    dtype = np.result_type(unwrap_above(temp1, 0), strip(temp2))
     return _assemble(shape, dtype, [(ncond, temp2), (cond, temp1)], np.zeros((), dtype))
 
 
@@ -87,7 +87,7 @@ def _lazyselect(condlist: Sequence[Any], choicelist: Sequence[Callable[..., Any]
                 default: Any = 0) -> Any:
     """Traced ``_lazyselect``: like ``np.select``, each choice evaluated only where chosen."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-    tcode = np.mintypecode([np.result_type(strip(a)).char for a in arrays])
+    tcode = np.mintypecode([np.result_type(unwrap_above(a, 0)).char for a in arrays])
     arrays = [_flat(a, shape) for a in arrays]
     pieces = []
     for func, cond in zip(choicelist, condlist):

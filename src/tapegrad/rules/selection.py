@@ -23,7 +23,7 @@ import numpy as np
 from ..dispatch import primitive, strip
 from ..errors import GradientDroppedError
 from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
-from ..tracer import Tracer
+from ..tracer import Tracer, unwrap_above
 from .indexing import astype, gather, getitem, take_index, untake
 
 
@@ -120,7 +120,7 @@ def _permuted(a, order, axis):
     if n == group.size:
         return out
     counts = np.bincount(group.ravel(), minlength=n)
-    weight = (1.0 / counts[group]).astype(np.result_type(strip(out).real.dtype, np.float32))
+    weight = (1.0 / counts[group]).astype(np.result_type(unwrap_above(out, 0).real.dtype, np.float32))
     return _share_ties(out, group, weight, n)
 
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 import scipy.integrate as _int
@@ -55,6 +55,7 @@ import scipy.integrate as _int
 from ..api import stop_gradient
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
+from ..reuse import reusable
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
 from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
@@ -82,19 +83,81 @@ def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray) -> np.ndarr
     """``f_y`` at each ``(times[k], states[k])``, ``(k, n, n)``: one tapegrad Jacobian per chunk of points.
 
     A Jacobian call has a fixed cost (a tape, a sweep); stacking a few dozen points'
-    right-hand sides shares it while the batch of cotangents stays small.
+    right-hand sides shares it while the batch of cotangents stays small.  Where the
+    right-hand side has a plain form, it is recorded once per solve and replayed for
+    every chunk (:func:`_reused_jacobian`).
     """
-    chunk = max(1, 64 // states.shape[1])
+    n = states.shape[1]
+    reused = _reused_jacobian(rhs)
     out = []
-    for start in range(0, times.size, chunk):
-        ts, ys = times[start:start + chunk], states[start:start + chunk]
+    start = 0
+    while start < times.size:
+        jac = None
+        if reused is not None:
+            # A replay costs little per point but the recording grows with the chunk: small chunks,
+            # all padded to one size (one recording per solve).
+            chunk = max(1, 16 // n)
+            ts, ys = times[start:start + chunk], states[start:start + chunk]
+            pad = chunk - ts.size
+            jac = reused(np.concatenate([ys, np.repeat(ys[-1:], pad, axis=0)]),
+                         np.concatenate([ts, np.repeat(ts[-1:], pad)]))
+            if jac is None:
+                reused = None  # refused: eager from here on
+            else:
+                jac = jac[:ts.size, :, :ts.size]
+        if jac is None:
+            chunk = max(1, 64 // n)
+            ts, ys = times[start:start + chunk], states[start:start + chunk]
 
-        def stacked(y: Any, _ts: np.ndarray = ts) -> Any:
-            return np.stack([rhs(t, y[k]) for k, t in enumerate(_ts)])
+            def stacked(y: Any, _ts: np.ndarray = ts) -> Any:
+                return np.stack([rhs(t, y[k]) for k, t in enumerate(_ts)])
 
-        jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
+            jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
         out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
+        start += ts.size
     return np.concatenate(out)
+
+
+def _reused_jacobian(rhs: Callable) -> Optional[Callable]:
+    """``(ys, ts) -> d rhs(ts[k], ys[k]) / d ys`` (plain), recorded once per solve and replayed per chunk.
+
+    Row ``k`` of the stacked right-hand sides depends on ``ys[k]`` only, so the
+    ``n`` cotangents ``e_i`` at every point at once give every point's Jacobian
+    (a batch of ``n`` rows, not ``k * n``).  The right-hand side with plain
+    arguments (``rhs.plain``) is recorded with the times as replayed inputs
+    (:mod:`tapegrad.reuse`: the same guards as ``reuse=True``).  ``None`` when
+    ``rhs`` has no plain form; the function gives ``None`` for a chunk it cannot
+    replay (a callback that closes over traced values, or refuses traced times),
+    and the caller then differentiates that chunk eagerly.
+    """
+    plain = getattr(rhs, "plain", None)
+    if plain is None:
+        return None
+    reused = getattr(rhs, "reused_jacobian", None)
+    if reused is None:
+
+        def stacked(y: Any, ts: Any) -> Any:
+            return np.stack([plain(ts[k], y[k]) for k in range(len(y))])
+
+        pull = reusable("pullback", stacked, True, also=(1,), quiet=True)
+
+        def reused(ys: np.ndarray, ts: np.ndarray) -> Optional[np.ndarray]:
+            if pull.reuse_stats.refused is not None:
+                return None
+            k, n = ys.shape
+            seeds = np.zeros((n, k, n))
+            seeds[np.arange(n), :, np.arange(n)] = 1.0
+            try:
+                rows = np.asarray(strip_tree(pull(seeds, ys, ts)))  # (n, k, n): rows[i, k] = J_k[i]
+            except Exception:  # e.g. a callback that refuses traced times (float(t)): eager from here on,
+                pull.reuse_stats.refused = "the callback fails on traced times"  # which raises what it raises
+                return None
+            jac = np.zeros((k, n, k, n))
+            jac[np.arange(k), :, np.arange(k), :] = rows.transpose(1, 0, 2)
+            return jac
+
+        rhs.reused_jacobian = reused
+    return reused
 
 
 def _integrated_basis(theta: Any, inv_v: np.ndarray) -> Any:
@@ -453,6 +516,7 @@ def _outside_gaps(times: np.ndarray, switches: list, keep: Any = ()) -> np.ndarr
 
 def _defect(rhs: Callable, dense: Callable, grid: np.ndarray, q: int, rtol: float, atol: float) -> float:
     """How far SciPy's solution is from solving the collocation equations on ``grid``, in tolerances."""
+    rhs = getattr(rhs, "plain", rhs)  # plain numbers are all it needs: nothing to record on the tape
     c, a, _ = radau_iia(q)
     h = np.diff(grid)
     nodes = grid[:-1, None] + c[None, :] * h[:, None]
@@ -495,13 +559,15 @@ def _merge_grid(steps: np.ndarray, extra: np.ndarray) -> np.ndarray:
     return merged[(merged >= lo) & (merged <= hi)]
 
 
-def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: bool = False) -> Callable:
+def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: bool = False, plain: bool = True) -> Callable:
     def rhs(t: Any, y: Any) -> Any:
         if vectorized:  # as SciPy calls a vectorized fun for one state: a column
             y = y[:, None]
         out = fun(t, y, *args) if tfirst else fun(y, t, *args)
         return np.reshape(as_array(out), (-1,))
 
+    if plain:  # the same with plain arguments, for the Jacobians f_y (see _reused_jacobian)
+        rhs.plain = _vector_rhs(fun, strip_tree(args), tfirst, vectorized, plain=False)
     return rhs
 
 
