@@ -288,6 +288,8 @@ def test_refusals_are_clear():
         tg.grad(lambda d: sp.lil_array(A(d)).sum())(d7)
     with pytest.raises(NonDifferentiableArgumentError, match="todok"):
         tg.grad(lambda d: A(d).todok().sum())(d7)
+    with pytest.raises(NonDifferentiableArgumentError, match="LIL result .* format='csr'"):
+        tg.grad(lambda d: sp.diags_array(d, format="lil").sum())(d7)
     with pytest.raises(NonDifferentiableArgumentError, match="traced scalar"):
         tg.grad(lambda d: (A(d) + d[0]).sum())(d7)
     with pytest.raises(NonDifferentiableArgumentError, match="division by a sparse"):

@@ -332,8 +332,11 @@ def _operand(value: Any, offset: int) -> Tuple[Any, Any, int]:
     return numbers, np.reshape(value, (-1,)), n
 
 
-def _numbers_of(result: Any) -> np.ndarray:
+def _numbers_of(result: Any, what: str = "") -> np.ndarray:
     if _is_sparse(result):
+        if result.format in ("lil", "dok"):  # format='lil' asked of a constructor
+            raise _refuse(what, f"a {result.format.upper()} result keeps its values in Python lists or a dict, "
+                                "which cannot hold traced values: ask for format='csr', 'csc' or 'coo'.")
         return np.asarray(result.data)
     return np.asarray(result)
 
@@ -398,7 +401,7 @@ def probe_copy(run: Callable[..., Any], operands: List[Any], what: str, dtype: A
         offset += n
     result = run(*placeholders)
     values = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-    numbers = _numbers_of(result)
+    numbers = _numbers_of(result, what)
     index = _indices(numbers, offset, what)
     return _finish(result, _gather(values, index), _result_dtype(pieces, dtype))
 
@@ -422,8 +425,8 @@ def probe_product(run: Callable[..., Any], operands: List[Any], what: str, dtype
         numbered, flat, n = _operand(value, 0)
         pieces.append(flat)
         found = run(*(ones[:k] + [numbered] + ones[k + 1:]))
-        numbers = _numbers_of(found)
-        if result is not None and np.shape(numbers) != np.shape(_numbers_of(result)):
+        numbers = _numbers_of(found, what)
+        if result is not None and np.shape(numbers) != np.shape(_numbers_of(result, what)):
             raise _refuse(what, "SciPy's structure changed between probes (please report it).")
         result = found if result is None else result
         factor = _gather(flat, _indices(numbers, n, what))
