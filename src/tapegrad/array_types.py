@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 
 __all__ = ["TAPES", "set_array_namespace", "namespace_of", "as_array_type", "follow_library", "defers_to",
-           "HOLDER_TYPES", "hold_tracers_in"]
+           "HOLDER_TYPES", "hold_tracers_in", "refuse_sparse_operands"]
 
 _namespace: Optional[Callable[[Any, Optional[str]], Any]] = None
 
@@ -71,6 +71,26 @@ def hold_tracers_in(cls: type) -> None:
     global HOLDER_TYPES
     if cls not in HOLDER_TYPES:
         HOLDER_TYPES = HOLDER_TYPES + (cls,)
+
+
+def refuse_sparse_operands(ufunc: Any, inputs: tuple) -> None:
+    """Raise a clear error for a NumPy ufunc given a SciPy sparse matrix beside a tracer.
+
+    NumPy's functions do not know sparse matrices (on plain arrays ``np.dot(A, x)``
+    builds an object array); the tracer defers to the matrix, whose operators have
+    rules, so the error says to use them.
+    """
+    for item in inputs:
+        if (type(item).__module__ or "").startswith("scipy.sparse"):
+            from .errors import NonDifferentiableArgumentError
+
+            name = getattr(ufunc, "__name__", str(ufunc))
+            raise NonDifferentiableArgumentError(
+                f"numpy.{name} was given a SciPy sparse {type(item).__name__} beside a tapegrad tracer: "
+                "NumPy's functions do not handle sparse matrices (np.dot, np.matmul and np.multiply of "
+                "plain arrays would not either). Use the matrix's own operators, which tapegrad "
+                "differentiates: A @ x, x @ A, A.dot(x), A.multiply(x)."
+            )
 
 
 def defers_to(cls: type) -> bool:

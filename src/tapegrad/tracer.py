@@ -256,6 +256,7 @@ class Tracer(NDArrayOperatorsMixin):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if kwargs or len(inputs) != 1 or method != "__call__":
             if _defers(inputs):
+                array_types.refuse_sparse_operands(ufunc, inputs)  # np.dot(A_sparse, x): a clear error
                 return NotImplemented
             out = ROUTES.ufunc(ufunc, method, inputs, kwargs)
         else:  # np.sin(x), the commonest call: a route without the general one's checks

@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import tapegrad as tg
+from tapegrad.errors import NonDifferentiableArgumentError
 from tapegrad.testing import check_grads
 
 rng = np.random.default_rng(3)
@@ -196,3 +197,11 @@ def test_sparse_jacobians_stay_sparse(monkeypatch):
     assert sp.issparse(J) and J.nnz == L.nnz
     np.testing.assert_array_equal(J.toarray(), tg.jacobian(residual)(u))
     assert densified == []
+
+
+def test_numpy_functions_given_a_sparse_matrix_beside_a_tracer_say_what_to_write():
+    A = sp.csr_array(np.eye(3) * 2.0)
+    for f in (lambda x: np.sum(np.dot(A, x)), lambda x: np.sum(np.matmul(x, A))):
+        with pytest.raises(NonDifferentiableArgumentError, match=r"numpy\.matmul .* A @ x"):
+            tg.grad(f)(np.ones(3))
+    np.testing.assert_array_equal(tg.grad(lambda x: np.sum(A @ x) + np.sum(x @ A))(np.ones(3)), np.full(3, 4.0))
