@@ -1600,3 +1600,4 @@ for _cls in (UnivariateSpline, InterpolatedUnivariateSpline, LSQUnivariateSpline
 
 from . import scipy_rbf  # noqa: E402,F401  (RBFInterpolator: registers its rules on import)
 from . import scipy_griddata  # noqa: E402,F401  (griddata: registers its rule on import)
+from . import scipy_krogh  # noqa: E402,F401  (KroghInterpolator: registers its rules on import)
