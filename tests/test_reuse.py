@@ -7,6 +7,7 @@ mode's (first and second order).
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 
@@ -646,3 +647,188 @@ def test_reused_gradient_inside_a_sweep():
     same(tg.grad(make(inner))(big), tg.grad(make(inner_eager))(big))
     same(tg.grad(make(inner))(big * 0.5), tg.grad(make(inner_eager))(big * 0.5))
     assert inner.reuse_stats.replays >= 1
+
+
+# ---------------------------------------------------------------------- the compiled program's optimisations
+def _programs(reused):
+    return [p for programs in reused._reusable.cache.values() for p in programs]
+
+
+def _gradient_source(reused):
+    (program,) = _programs(reused)
+    return program, program.source[program.source.index("def replay_gradient"):]
+
+
+PLANNED_SCALE = np.linspace(1.0, 2.0, 4)
+
+
+def _planned_steps(x, w):
+    """Each step of the planned sweep at least once (the sweep meets them from the last line up)."""
+    u = x * x + x * 1e-16 + x  # several uses of x: sums in place (x's sum is the sweep's own by then)
+    a = x[:, None, :]  # a whole-index read: its cotangent reshaped and added in place
+    mid = x[1:2] * -1e16  # a scatter into the sweep's own sum, in place
+    tail = x[1:] * 3.0  # a scatter into zeros, then the earlier cotangent added (buf += prev)
+    b = x[None, :, :]  # the first cotangent of x: a binding of the reshaped cotangent
+    d = a - b  # broadcast: both cotangents fitted by np.add.reduce(keepdims=True)
+    r2 = np.sum(d * d, axis=-1) + 0.5  # np.sum's VJP written out (and np.add.reduce in the forward)
+    # the power's VJP written out; np.sum's cotangent left a view (the product broadcasts anyway)
+    f = np.sum(d / r2[..., None] ** 1.5 * PLANNED_SCALE[None, :, None], axis=1)
+    s = np.sin(u * w)  # np.sin's VJP is called, its result checked
+    head = w[:2] * 1e16  # the first cotangent of w: a scatter into zeros
+    return np.sum(f * f) + np.sum(head) + np.sum(tail) + np.sum(mid) + np.sum(s)
+
+
+PLANNED_INPUTS = [tuple(np.random.default_rng(k).normal(size=(2, 4, 3)) * 10.0 ** (k % 3 - 1)) for k in range(6)]
+
+
+def test_planned_sweep_is_eager_bit_for_bit():
+    """The gradient's sweep planned at compile time: local cotangents, in-place sums, scatters, fitting.
+
+    Each planned step is in the program, the program's sweep is the planned one, and
+    every gradient is eager mode's bit for bit at inputs whose sums depend on their
+    order (terms of 1e16 and 1e-16 beside terms of 1): a step that reordered a sum, or
+    wrote into an array it does not own, would give another number here (or would be
+    refused at compile time, and the first assert would fail).
+    """
+    reused = agree(_planned_steps, PLANNED_INPUTS, stats={"recordings": 1, "replays": len(PLANNED_INPUTS) - 1},
+                   argnums=(0, 1))
+    program, source = _gradient_source(reused)
+    assert program.sweep == "planned"
+    for step in ("except Bail", "add_reduce(gi, axis=", "keepdims=True", ".reshape(", "buf = zeros(",
+                 "buf += c", "] += c", "raise Bail"):
+        assert step in source, step
+    assert re.search(r"c\d+ \+= \(?c", source) and re.search(r"c(\d+) = c\1 \+ \(", source)
+    views = re.findall(r"(c\d+) = c\d+\.reshape\(k\d+\)", source)
+    assert any(f"[...] = {c}" not in source for c in views)  # a view read as it is, never filled in
+    assert "Pending" not in source and "slots" not in source
+    # value_and_grad takes the same sweep
+    agree(_planned_steps, PLANNED_INPUTS[:3], make=tg.value_and_grad, argnums=(0, 1))
+
+
+def test_planned_sweep_first_and_second_order():
+    """The forward's written-out calls (np.add.reduce for np.sum, x[index]) in gradients, Hessians and HVPs."""
+    def f(x):
+        return np.sum(np.sum(x[:, None, :] * x[None, :, :], axis=-1) ** 2) + np.sum(x[1:] * x[:-1], axis=0)[0]
+
+    inputs = [x for x, _ in PLANNED_INPUTS]
+    reused = agree(f, inputs)
+    program, _ = _gradient_source(reused)
+    forward = program.source[: program.source.index("def replay_gradient")]
+    assert "add_reduce(v" in forward and re.search(r"= v\d+\[k\d+\]", forward)
+    agree(f, inputs[:4], make=tg.hessian)
+    h = tg.hvp(f, reuse=True)
+    for x in inputs[:4]:
+        same(h(x, x[::-1].copy()), tg.hvp(f)(x, x[::-1].copy()))
+    agree(_planned_steps, PLANNED_INPUTS[:3], make=tg.hessian, argnums=(0, 1))
+
+
+def test_planned_sweep_hands_over_to_the_general_sweep():
+    """A value that is not what the plan was made for: the replay sweeps the general way (eager's bits)."""
+    from tapegrad.registry import RULES
+
+    reused = agree(_planned_steps, PLANNED_INPUTS[:2], argnums=(0, 1))
+    program, _ = _gradient_source(reused)
+    namespace = program.run_gradient.__globals__
+    vjp = RULES[np.sin].vjps[0]
+    names = [k for k, v in namespace.items() if v is vjp]
+    assert names  # np.sin's VJP is called by the planned sweep, and its result checked
+    for name in names:
+        namespace[name] = lambda *args, _vjp=vjp: _vjp(*args).astype(np.float32)
+    try:
+        same(reused(*PLANNED_INPUTS[3]), tg.grad(_planned_steps, argnums=(0, 1))(*PLANNED_INPUTS[3]))
+        ran = program.run_gradient(*PLANNED_INPUTS[3])
+        assert ran[0] is None  # the planned sweep gave up; the caller swept the general way
+    finally:
+        for name in names:
+            namespace[name] = vjp
+    assert reused.reuse_stats.recordings == 1
+
+
+def test_planned_sweep_nan_takes_strong_zeros():
+    """A NaN the recording did not have: the planned sweep's result is dropped for the strong-zero sweep."""
+    weights = np.array([0.0, 1.0, 2.0])
+    reused = agree(lambda x: np.sum(np.sqrt(x) * weights), [np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 2.0])])
+    assert _programs(reused)[0].sweep == "planned"
+
+
+def test_planned_sweep_skips_dead_cotangents():
+    """The cotangent of a constant (np.zeros_like filled in place) is never computed; the gradient is eager's."""
+    def filled(x):
+        out = np.zeros_like(x)
+        out[1:] = x[1:] ** 2
+        return np.sum(out * x)
+
+    from tapegrad.registry import RULE_TABLE
+
+    reused = agree(filled, RANDOM_INPUTS)
+    program = _programs(reused)[0]
+    assert program.sweep == "planned"
+    (rule,) = [r for r in RULE_TABLE if r.name.endswith("._setitem")]
+    called = [v for k, v in program.run_gradient.__globals__.items() if k.startswith("k") and callable(v)]
+    assert any(v is rule.vjps[2] for v in called)  # the cotangent of the value written: computed
+    assert not any(v is rule.vjps[0] for v in called)  # that of the constant written into: never
+    agree(filled, RANDOM_INPUTS[:4], make=tg.hessian)
+
+
+def test_planned_sweep_fills_a_view_before_adding():
+    """np.sum's cotangent kept as a view, then filled in when another cotangent is added to it."""
+    def chain(x):
+        return (x[0] * x[1] + x[2]) ** 2 / (1.0 + x[3] ** 2) + np.sum(x) + np.sum(x[:, None] * x[None, :2] / 3.0)
+
+    reused = agree(chain, RANDOM_INPUTS)
+    program, source = _gradient_source(reused)
+    assert program.sweep == "planned"
+    assert "filled = empty(" in source and re.search(r"c(\d+) = c\d+\.reshape\(k\d+\)", source)
+    agree(chain, RANDOM_INPUTS[:4], make=tg.hessian)
+
+
+def test_planned_vjp_sweep_of_an_hvp():
+    """tg.hvp(f, reuse=True) sweeps from the vector inside the replay; eager's bits, other vectors the general way."""
+    def one(x):
+        return _planned_steps(x, np.cos(x))
+
+    reused = tg.hvp(one, reuse=True)
+    eager = tg.hvp(one)
+    for x, w in PLANNED_INPUTS:
+        same(reused(x, w), eager(x, w))
+    (program,) = _programs(reused)
+    assert program.run_vjp is not None and "def replay_vjp" in program.source
+    x, w = PLANNED_INPUTS[1]
+    found, nodes = program.run_vjp(w, x)
+    assert nodes is None and found  # it swept by itself
+    # a vector of another dtype, or not an array: the general sweep, eager's result
+    same(reused(x, w.astype(np.float32)), eager(x, w.astype(np.float32)))
+    same(reused(x, w.tolist()), eager(x, w.tolist()))
+    assert program.run_vjp(w.astype(np.float32), x)[0] is None
+    assert reused.reuse_stats.recordings == 1
+    # second order of a function with a sum's view and scatters
+    agree(lambda x: np.sum(np.sin(x[:, None] * x[None, :2]) / 3.0) + np.sum(x[1:] * x[:-1]) ** 2,
+          [(x, x[::-1].copy()) for x in RANDOM_INPUTS], make=tg.hvp)
+
+
+def test_planned_sweep_seed_is_never_handed_out():
+    """The planned sweep's seed of ones is one read-only constant: a result that is the seed is a fresh copy."""
+    for fun, x in [(lambda x: x * 1.0, np.array(2.0)), (lambda x: np.sum(x), np.ones(3)), (lambda x: x[1], np.ones(3))]:
+        g = tg.grad(fun, reuse=True)
+        g(x)
+        first = g(x)
+        assert first.flags.writeable and first.flags.owndata
+        first[...] = 7.0
+        same(g(x), tg.grad(fun)(x))
+        assert _programs(g)[0].sweep == "planned"
+
+
+def test_planned_sweep_sequence_arguments():
+    """np.stack (of traced scalars too) and np.concatenate: the per-element cotangents, checked, in order."""
+    def rhs_like(x):
+        a, b = x[0], x[1]
+        y = np.stack([a * b - x[2], a ** 2 + b, np.sin(x[3])])
+        z = np.concatenate([x, y * 2.0, x[1:3]])
+        return np.sum(np.stack([z[:6], z[3:9]], axis=0) ** 2) + np.sum(y * y)
+
+    reused = agree(rhs_like, RANDOM_INPUTS, stats={"recordings": 1, "replays": len(RANDOM_INPUTS) - 1})
+    program, source = _gradient_source(reused)
+    assert program.sweep == "planned"
+    assert re.search(r"pe\d+ = k\d+\(c\d+", source) and re.search(r"= pe\d+\[\d+\]", source)
+    agree(rhs_like, RANDOM_INPUTS[:4], make=tg.hessian)
+    agree(rhs_like, [(x, x[::-1].copy()) for x in RANDOM_INPUTS[:4]], make=tg.hvp)

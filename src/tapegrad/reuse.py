@@ -218,6 +218,19 @@ def _vg_fast(program: Program, found: dict, values: tuple, raws: list, single: b
     return value, grads
 
 
+def _vjp_fast(program: Program, found: dict, raws: list, seed: np.ndarray) -> Any:
+    """``_hvp_answer``'s result from a replay that swept the VJP itself (one array output, no batch)."""
+    results = []
+    raw_of = dict(zip(program.inputs, raws))
+    for _, leaves in program.sources:
+        for leaf in leaves:
+            g = found.get(leaf.index) if type(leaf) is Ref else None
+            if g is None:  # an input no cotangent reached, or one that is not differentiable (an int)
+                g = _zeros_like_source(raw_of[leaf.index] if type(leaf) is Ref else leaf, ())
+            results.append(g)
+    return tuple(_results_per_arg(program.sources, fresh_results(results, [seed]), False))[0]
+
+
 # ---------------------------------------------------------------------- the reusable function
 class _Reusable:
     """The cache and the call logic shared by every ``reuse=True`` function.
@@ -239,6 +252,7 @@ class _Reusable:
         self.also = also  # arguments watched (their new values replayed) but not differentiated
         self.quiet = quiet  # refuse without a warning (tapegrad's own callers fall back themselves)
         self.gradient = False  # a gradient (one scalar output): the program writes the sweep out
+        self.vjp = False  # an HVP (one cotangent of the output's shape): the program may sweep from it
         self.cache: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
         self.stats = ReuseStats()
@@ -305,6 +319,17 @@ class _Reusable:
                     self.stats.replays += 1
                     return _unshared(result, program.constant_ids)
                 tape = program.tape_of(nodes)
+            elif program.run_vjp is not None and type(extra) is np.ndarray:
+                with sweeping(_NO_MEMO):
+                    ran = program.run_vjp(extra, *raws)
+                if ran is None:
+                    return _STALE
+                found, nodes = ran
+                if found is not None:  # the VJP's sweep ran inside the replay
+                    result = _vjp_fast(program, found, raws, extra)
+                    self.stats.replays += 1
+                    return _unshared(result, program.constant_ids)
+                tape = program.tape_of(nodes)
             else:
                 tape = program.evaluate(raws)
             if tape is None:
@@ -351,8 +376,12 @@ class _Reusable:
             gradient_root = None
             if self.gradient and type(root) is Ref and root.out < 0 and np.size(_node_value(tape, root)) == 1:
                 gradient_root = root.index
+            vjp_root = None
+            if self.vjp and type(root) is Ref and root.out < 0 and type(_node_value(tape, root)) is np.ndarray:
+                vjp_root = root.index  # an HVP: the program may sweep from the vector itself
             try:
-                program = compile_recording(tape, log, watched, [i for i, _ in refs], gradient_root, tuple(refs))
+                program = compile_recording(tape, log, watched, [i for i, _ in refs], gradient_root, tuple(refs),
+                                            vjp_root)
             except Refused:
                 raise
             except Exception as exc:  # a replay at the recorded inputs failed: never reuse what cannot replay
@@ -465,6 +494,7 @@ def _finish(reusable: _Reusable, fun: Callable, shape: Optional[Callable] = None
         return result if shape is None else shape(result)
 
     wrapper.reuse_stats = reusable.stats  # type: ignore[attr-defined]
+    wrapper._reusable = reusable  # type: ignore[attr-defined]  # its cache, for tests and diagnostics
     return wrapper
 
 
@@ -510,7 +540,9 @@ def reusable(kind: str, fun: Callable, reuse: Any, argnums: Any = 0, has_aux: bo
                 raise TypeError("hvp(f)(x, v, *args, **kwargs) needs x and v")
             return (args[0],) + args[2:], kwargs, args[1]
 
-        return _finish(_Reusable(inner, eager, 0, False, _hvp_answer, check, split), fun)
+        r = _Reusable(inner, eager, 0, False, _hvp_answer, check, split)
+        r.vjp = True  # (not the solvers' pullbacks: their batched cotangents take the general sweep)
+        return _finish(r, fun)
     if kind == "pullback":  # tapegrad's own: (cotangent, x, *args) -> the VJP with respect to x
 
         def pullback(ct: Any, x: Any, *args: Any) -> Any:

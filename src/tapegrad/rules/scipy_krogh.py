@@ -15,7 +15,6 @@ interpolant raise a clear error; traced nodes ``xi`` are refused.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import numpy as np
 from scipy.interpolate import KroghInterpolator
