@@ -19,7 +19,6 @@ dependence on the points use ``RBFInterpolator``), ``method="cubic"`` in 2-D
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import numpy as np
 from scipy.interpolate import LinearNDInterpolator, griddata
@@ -31,12 +30,6 @@ from ..tracer import Tracer
 from ._scipy_util import has_tracer, with_value
 
 __all__: list = []
-
-
-def _plain(value: Any) -> Any:
-    while type(value) is Tracer:
-        value = strip(value)
-    return value
 
 
 def _refuse(why: str) -> NonDifferentiableArgumentError:
@@ -55,7 +48,7 @@ def _griddata(points, values, xi, method="linear", fill_value=np.nan, rescale=Fa
     ndim = sample.shape[-1] if sample.ndim >= 2 else sample.ndim
     if ndim == 1 or type(values) is not Tracer:
         return original(points, values, xi, method, fill_value, rescale)  # interp1d, with its own rules
-    expected = original(points, _plain(values), xi, method, fill_value, rescale)
+    expected = original(points, strip(values), xi, method, fill_value, rescale)
     if method not in ("linear", "nearest"):
         raise _refuse(f"method={method!r} with traced values is not differentiated; use 'linear' or 'nearest'")
     if rescale:
@@ -83,7 +76,7 @@ def _griddata(points, values, xi, method="linear", fill_value=np.nan, rescale=Fa
     traced = np.reshape(traced, np.shape(expected))
     # The gathered map must be SciPy's: checked on the plain values (a point Qhull places
     # differently within rounding of a simplex's face would otherwise get another map).
-    if not np.allclose(_plain(traced), expected, rtol=1e-9, atol=1e-12, equal_nan=True):
+    if not np.allclose(strip(traced), expected, rtol=1e-9, atol=1e-12, equal_nan=True):
         raise _refuse("tapegrad's gathering of the values disagrees with SciPy's interpolation here; please report this")
     return with_value(traced, expected)
 

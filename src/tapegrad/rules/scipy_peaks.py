@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import signal as _signal
 
-from ..dispatch import strip
+from ..binding import strip_all
 from ..errors import NonDifferentiableArgumentError
 from ..registry import ORIGINALS, defcomposite, intercepted
 from ..tracer import Tracer
@@ -35,16 +35,8 @@ from ._scipy_util import with_value
 __all__: list = []
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return type(value)(_plain(v) for v in value)
-    while type(value) is Tracer:
-        value = strip(value)
-    return value
-
-
 def _checked(name: str, traced: Any, plain: np.ndarray) -> Any:
-    if not np.allclose(_plain(traced), plain, rtol=1e-9, atol=1e-12, equal_nan=True):
+    if not np.allclose(strip_all(traced), plain, rtol=1e-9, atol=1e-12, equal_nan=True):
         raise NonDifferentiableArgumentError(
             f"scipy.signal: tapegrad's traced {name} disagree with SciPy's; please report this"
         )
@@ -70,8 +62,8 @@ def _crossings(x_plain: np.ndarray, peaks, heights, left_bases, right_bases):
 def _traced_widths(x, x_plain, peaks, prominences, left_bases, right_bases, rel_height):
     """``widths, width_heights, left_ips, right_ips`` traced in ``x`` (and a traced prominence)."""
     heights = x[peaks] - prominences * rel_height
-    left, right = _crossings(x_plain, peaks, _plain(heights), left_bases, right_bases)
-    heights_plain = _plain(heights)
+    heights_plain = strip_all(heights)
+    left, right = _crossings(x_plain, peaks, heights_plain, left_bases, right_bases)
     # Interpolate where the crossing lies strictly between two samples, as SciPy does.
     below_left = x_plain[left] < heights_plain
     below_right = x_plain[right] < heights_plain
@@ -90,11 +82,11 @@ def _prominences_of(x, peaks, left_bases, right_bases):
 
 def _find_peaks(x, height=None, threshold=None, distance=None, prominence=None, width=None, wlen=None,
                 rel_height=0.5, plateau_size=None):
-    conditions = [_plain(c) for c in (height, threshold, distance, prominence, width, wlen, rel_height, plateau_size)]
-    peaks, props = ORIGINALS[_signal.find_peaks](_plain(x), *conditions)
+    conditions = [strip_all(c) for c in (height, threshold, distance, prominence, width, wlen, rel_height, plateau_size)]
+    peaks, props = ORIGINALS[_signal.find_peaks](strip_all(x), *conditions)
     if type(x) is not Tracer:
         return peaks, props
-    x_plain = _plain(x)
+    x_plain = strip_all(x)
     traced = dict(props)
     if "peak_heights" in props:
         traced["peak_heights"] = _checked("peak heights", x[peaks], props["peak_heights"])
@@ -113,22 +105,22 @@ def _find_peaks(x, height=None, threshold=None, distance=None, prominence=None, 
 
 
 def _peak_prominences(x, peaks, wlen=None):
-    prominences, left_bases, right_bases = ORIGINALS[_signal.peak_prominences](_plain(x), _plain(peaks), _plain(wlen))
-    peaks = np.asarray(_plain(peaks), dtype=np.intp)
+    prominences, left_bases, right_bases = ORIGINALS[_signal.peak_prominences](strip_all(x), strip_all(peaks), strip_all(wlen))
+    peaks = np.asarray(strip_all(peaks), dtype=np.intp)
     prom = _prominences_of(x, peaks, left_bases, right_bases)
     return _checked("prominences", prom, prominences), left_bases, right_bases
 
 
 def _peak_widths(x, peaks, rel_height=0.5, prominence_data=None, wlen=None):
-    plain = ORIGINALS[_signal.peak_widths](_plain(x), _plain(peaks), _plain(rel_height), _plain(prominence_data),
-                                           _plain(wlen))
-    peaks = np.asarray(_plain(peaks), dtype=np.intp)
+    plain = ORIGINALS[_signal.peak_widths](strip_all(x), strip_all(peaks), strip_all(rel_height), strip_all(prominence_data),
+                                           strip_all(wlen))
+    peaks = np.asarray(strip_all(peaks), dtype=np.intp)
     if prominence_data is None:
         prominences, left_bases, right_bases = _peak_prominences(x, peaks, wlen)
     else:
         prominences, left_bases, right_bases = prominence_data
-        left_bases, right_bases = np.asarray(_plain(left_bases)), np.asarray(_plain(right_bases))
-    parts = _traced_widths(x, _plain(x), peaks, prominences, left_bases, right_bases, _plain(rel_height))
+        left_bases, right_bases = np.asarray(strip_all(left_bases)), np.asarray(strip_all(right_bases))
+    parts = _traced_widths(x, strip_all(x), peaks, prominences, left_bases, right_bases, strip_all(rel_height))
     return tuple(_checked(name, value, p) for name, value, p in zip(("widths", "width heights", "left ips", "right ips"),
                                                                     parts, plain))
 

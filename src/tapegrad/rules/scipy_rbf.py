@@ -39,25 +39,19 @@ _INIT = RBFInterpolator.__dict__["__init__"]
 _CALL = RBFInterpolator.__dict__["__call__"]
 
 
-def _plain(value: Any) -> Any:
-    while type(value) is Tracer:
-        value = strip(value)
-    return value
-
-
 def _namespace(*values: Any) -> Any:
     tracer = next(v for v in values if type(v) is Tracer)
     return tracer.__array_namespace__()
 
 
 def _init(self, y, d, neighbors=None, smoothing=0.0, kernel="thin_plate_spline", epsilon=None, degree=None):
-    ORIGINALS[_INIT](self, _plain(y), _plain(d), neighbors, _plain(smoothing), kernel, epsilon, degree)
+    ORIGINALS[_INIT](self, strip(y), strip(d), neighbors, strip(smoothing), kernel, epsilon, degree)
     if neighbors is not None:
         raise NonDifferentiableArgumentError(
             "scipy.interpolate.RBFInterpolator: traced values with neighbors= are not differentiated "
             "(SciPy's KD-tree path is NumPy-only); leave neighbors=None"
         )
-    if np.iscomplexobj(_plain(d)):
+    if np.iscomplexobj(strip(d)):
         raise NonDifferentiableArgumentError(
             "scipy.interpolate.RBFInterpolator: complex traced data are not differentiated; "
             "interpolate the real and imaginary parts separately"
@@ -88,7 +82,7 @@ def _call(self, x):
     if plain_state is not None:
         plain = object.__new__(type(self))
         plain.__dict__.update(plain_state)
-    expected = ORIGINALS[_CALL](plain, _plain(x))  # SciPy's checks, errors and numbers
+    expected = ORIGINALS[_CALL](plain, strip(x))  # SciPy's checks, errors and numbers
     xp = self._xp if plain_state is not None else _namespace(x)
     x_t = x.astype(np.float64) if type(x) is Tracer else np.asarray(x, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -45,21 +45,15 @@ _CONSTANT_METRICS = frozenset(
 )
 
 
-def _plain(value: Any) -> Any:
-    while type(value) is Tracer:
-        value = strip(value)
-    return value
-
-
 def _safe_sqrt(s: Any) -> Any:
     """``sqrt(s)`` with the subgradient 0 where ``s == 0`` (a zero difference), not ``inf``."""
-    positive = _plain(s) > 0
+    positive = strip(s) > 0
     return np.where(positive, np.sqrt(np.where(positive, s, 1.0)), 0.0)
 
 
 def _safe_ratio(num: Any, den: Any) -> Any:
     """``num / den`` with ``0 / 0 = 0``, as SciPy's canberra and braycurtis."""
-    zero = _plain(den) == 0
+    zero = strip(den) == 0
     return np.where(zero, 0.0, num / np.where(zero, 1.0, den))
 
 
@@ -80,18 +74,18 @@ def _cityblock(u, v, w=None):
 
 
 def _minkowski(u, v, p=2.0, w=None):
-    if np.isinf(_plain(p)):
+    if np.isinf(strip(p)):
         return _chebyshev(u, v, w)
     d = np.abs(u - v)
     s = np.sum(_weights(w, u.shape[-1]) * d**p, axis=-1)
-    positive = _plain(s) > 0
+    positive = strip(s) > 0
     return np.where(positive, np.where(positive, s, 1.0) ** (1.0 / p), 0.0)
 
 
 def _chebyshev(u, v, w=None):
     d = np.abs(u - v)
     if w is not None:
-        d = np.where(_plain(w) > 0, d, 0.0)
+        d = np.where(strip(w) > 0, d, 0.0)
     return np.max(d, axis=-1)
 
 
@@ -190,7 +184,7 @@ def _as_points(X: Any) -> Any:
 def _cdist(XA, XB, metric="euclidean", *, out=None, **kwargs):
     _refuse_out("cdist", out)
     expected = ORIGINALS[_distance.cdist](
-        _plain(XA), _plain(XB), metric, **{k: _plain(v) for k, v in kwargs.items()}
+        strip(XA), strip(XB), metric, **{k: strip(v) for k, v in kwargs.items()}
     )
     name = metric if callable(metric) else _name_of(metric, "cdist")
     if name in _CONSTANT_METRICS:
@@ -205,7 +199,7 @@ def _cdist(XA, XB, metric="euclidean", *, out=None, **kwargs):
 
 def _pdist(X, metric="euclidean", *, out=None, **kwargs):
     _refuse_out("pdist", out)
-    expected = ORIGINALS[_distance.pdist](_plain(X), metric, **{k: _plain(v) for k, v in kwargs.items()})
+    expected = ORIGINALS[_distance.pdist](strip(X), metric, **{k: strip(v) for k, v in kwargs.items()})
     name = metric if callable(metric) else _name_of(metric, "pdist")
     if name in _CONSTANT_METRICS:
         return expected
@@ -217,7 +211,7 @@ def _pdist(X, metric="euclidean", *, out=None, **kwargs):
 
 
 def _squareform(X, force="no", checks=True):
-    plain = ORIGINALS[_distance.squareform](_plain(X), force, checks)  # SciPy's checks and errors
+    plain = ORIGINALS[_distance.squareform](strip(X), force, checks)  # SciPy's checks and errors
     if np.ndim(plain) == 2:  # a condensed vector in, a symmetric matrix out
         d = plain.shape[0]
         i, j = np.triu_indices(d, 1)

@@ -24,16 +24,9 @@ from scipy.stats import gaussian_kde
 
 from ..dispatch import strip
 from ..registry import ORIGINALS, defcomposite, intercepted
-from ..tracer import Tracer
 from ._scipy_util import with_value
 
 __all__: list = []
-
-
-def _plain(value: Any) -> Any:
-    while type(value) is Tracer:
-        value = strip(value)
-    return value
 
 
 def _points(self: Any, x: Any) -> Any:
@@ -58,18 +51,18 @@ def _log_kernels(self: Any, points: Any) -> Any:
 def _traced_self_copy(self: Any) -> Any:
     """``self`` with its plain values, for SciPy's own call (its checks, errors and numbers)."""
     plain = object.__new__(type(self))
-    plain.__dict__.update({k: _plain(v) for k, v in self.__dict__.items()})
+    plain.__dict__.update({k: strip(v) for k, v in self.__dict__.items()})
     return plain
 
 
 def _evaluate(self, points):
-    expected = ORIGINALS[gaussian_kde.evaluate](_traced_self_copy(self), _plain(points))
+    expected = ORIGINALS[gaussian_kde.evaluate](_traced_self_copy(self), strip(points))
     traced = np.sum(np.exp(_log_kernels(self, _points(self, points))), axis=-1)
     return with_value(traced, expected)
 
 
 def _logpdf(self, x):
-    expected = ORIGINALS[gaussian_kde.logpdf](_traced_self_copy(self), _plain(x))
+    expected = ORIGINALS[gaussian_kde.logpdf](_traced_self_copy(self), strip(x))
     traced = logsumexp(_log_kernels(self, _points(self, x)), axis=-1)
     return with_value(traced, expected)
 
