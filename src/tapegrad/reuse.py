@@ -196,8 +196,8 @@ def _node_value(tape: Tape, ref: Ref) -> Any:
     return value if ref.out < 0 else value[ref.out]
 
 
-def _vg_fast(program: Program, found: dict, values: tuple, raws: list, single: bool, has_aux: bool) -> Any:
-    """``value_and_grad``'s answer from a replay that swept the gradient itself (see ``_vg_answer``)."""
+def _swept_sources(program: Program, found: dict, raws: list) -> list:
+    """The cotangent of each source leaf after a planned sweep (zeros where none reached it)."""
     results = []
     raw_of = dict(zip(program.inputs, raws))
     for _, leaves in program.sources:
@@ -206,7 +206,12 @@ def _vg_fast(program: Program, found: dict, values: tuple, raws: list, single: b
             if g is None:  # an input no cotangent reached, or one that is not differentiable (an int)
                 g = _zeros_like_source(raw_of[leaf.index] if type(leaf) is Ref else leaf, ())
             results.append(g)
-    results = fresh_results(results)
+    return results
+
+
+def _vg_fast(program: Program, found: dict, values: tuple, raws: list, single: bool, has_aux: bool) -> Any:
+    """``value_and_grad``'s answer from a replay that swept the gradient itself (see ``_vg_answer``)."""
+    results = fresh_results(_swept_sources(program, found, raws))
     grads = _results_per_arg(program.sources, results, single)
     value = values[0]
     if has_aux:
@@ -220,14 +225,7 @@ def _vg_fast(program: Program, found: dict, values: tuple, raws: list, single: b
 
 def _vjp_fast(program: Program, found: dict, raws: list, seed: np.ndarray) -> Any:
     """``_hvp_answer``'s result from a replay that swept the VJP itself (one array output, no batch)."""
-    results = []
-    raw_of = dict(zip(program.inputs, raws))
-    for _, leaves in program.sources:
-        for leaf in leaves:
-            g = found.get(leaf.index) if type(leaf) is Ref else None
-            if g is None:  # an input no cotangent reached, or one that is not differentiable (an int)
-                g = _zeros_like_source(raw_of[leaf.index] if type(leaf) is Ref else leaf, ())
-            results.append(g)
+    results = _swept_sources(program, found, raws)
     return tuple(_results_per_arg(program.sources, fresh_results(results, [seed]), False))[0]
 
 

@@ -331,19 +331,7 @@ def compile_recording(tape: Tape, log: GuardLog, inputs: list, outputs: list, gr
         # does not give the general sweep's gradient, the sweep written out node by node.
         planned = _plan(w, nodes, gradient_root, inputs, argexprs, None)
         if planned is not None:
-            gradient_source = gradient_function([
-                "    if MODE.get() != 'auto':",
-                "        found = None",
-                "    else:",
-                "        try:",
-                *planned,
-                "            for value in found.values():",
-                "                if has_nan(value):",
-                "                    found = None",
-                "                    break",
-                "        except Bail:",
-                "            found = None",
-            ])
+            gradient_source = gradient_function(_guarded_plan("MODE.get() != 'auto'", planned))
             if _gradient_agrees(namespace, tape, gradient_root, inputs):
                 sweep_kind = "planned"
             else:
@@ -383,6 +371,23 @@ def compile_recording(tape: Tape, log: GuardLog, inputs: list, outputs: list, gr
     return program
 
 
+def _guarded_plan(condition: str, planned: list) -> list:
+    """Source lines: the planned sweep unless ``condition`` holds; ``found = None`` (the general sweep) on a NaN or a Bail."""
+    return [
+        f"    if {condition}:",
+        "        found = None",
+        "    else:",
+        "        try:",
+        *planned,
+        "            for value in found.values():",
+        "                if has_nan(value):",
+        "                    found = None",
+        "                    break",
+        "        except Bail:",
+        "            found = None",
+    ]
+
+
 def _plan(w: _Writer, nodes: list, root: int, inputs: list, argexprs: dict, seed_name: Optional[str]) -> Optional[list]:
     """:func:`_planned_sweep_lines` inside a ``try`` block, or ``None`` (a rule that fails outside a sweep included)."""
     try:
@@ -408,17 +413,10 @@ def _vjp_function(w: _Writer, tape: Tape, inputs: list, argexprs: dict, root: in
     text = "\n".join([
         f"\n\ndef replay_vjp(seed, {params}):",
         *body,
-        f"    if MODE.get() != 'auto' or type(seed) is not ndarray or seed.shape != {shape} or seed.dtype is not {dtype}:",
-        "        found = None",
-        "    else:",
-        "        try:",
-        *planned,
-        "            for value in found.values():",
-        "                if has_nan(value):",
-        "                    found = None",
-        "                    break",
-        "        except Bail:",
-        "            found = None",
+        *_guarded_plan(
+            f"MODE.get() != 'auto' or type(seed) is not ndarray or seed.shape != {shape} or seed.dtype is not {dtype}",
+            planned,
+        ),
         "    if found is None:",
         f"        return None, {node_list}",
         "    return found, None",
