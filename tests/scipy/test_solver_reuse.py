@@ -1,8 +1,11 @@
 """The ODE rules record the right-hand side's Jacobian once per solve and replay it (tapegrad.reuse).
 
-The replayed Jacobians must be the eager ones bit for bit, whatever the callback
-does with the time (a branch, a conversion that refuses traced values) and
-whether it closes over traced parameters (then every chunk is eager).
+Where the traced chord step runs (higher orders, a callback closing over traced
+parameters), the replayed Jacobians must be the eager ones bit for bit, whatever the
+callback does with the time (a branch, a conversion that refuses traced values).
+At first order with traced ``args`` the sensitivities are made in plain NumPy from
+the replayed ``(f_y, f_args)`` (tests/scipy/test_ode_first_order.py); here they must
+agree with the traced chord step.
 """
 
 from __future__ import annotations
@@ -53,14 +56,29 @@ CASES = [
 
 
 @pytest.mark.parametrize("rhs, y0, span, times", CASES, ids=["lotka", "branch_on_t", "float_of_t"])
-def test_gradient_is_the_eager_one_bit_for_bit(monkeypatch, rhs, y0, span, times):
+def test_gradient_is_the_chord_steps(monkeypatch, rhs, y0, span, times):
     loss = fit(rhs, y0, span, times)
     th = TH[: 3] if rhs is forced else TH
-    reused = tg.grad(loss)(th)
+    made = []
+    original = integrate.Collocation._first_order
+
+    def spying(self):
+        made.append(original(self))
+        return made[-1]
+
     with monkeypatch.context() as m:
+        m.setattr(integrate.Collocation, "_first_order", spying)
+        fast = tg.grad(loss)(th)
+    # float(t) refuses the traced times of the recording: that solve takes the chord step; the branch on
+    # t is a switch of the right-hand side, whose pieces take it too (solvers._kinks)
+    assert bool(made and made[0] is not None) == (rhs is lotka)
+    with monkeypatch.context() as m:
+        m.setattr(integrate.Collocation, "_first_order", lambda self: None)
+        chord = tg.grad(loss)(th)
         _without_reuse(m)
         eager = tg.grad(loss)(th)
-    assert reused.tobytes() == eager.tobytes()
+    assert chord.tobytes() == eager.tobytes()  # the replayed f_y are the eager ones
+    np.testing.assert_allclose(fast, chord, rtol=1e-11, atol=1e-13)
 
 
 def test_hessian_is_the_eager_one(monkeypatch):
@@ -100,6 +118,7 @@ def test_odeint_and_the_jacobians_are_replayed(monkeypatch):
                     rtol=1e-9, atol=1e-10)
         return np.sum(ys[-1] ** 2)
 
+    monkeypatch.setattr(integrate.Collocation, "_first_order", lambda self: None)  # the chord step's f_y
     g = tg.grad(loss)(TH)
     h = 1e-6
     fd = np.array([(loss(TH + h * e) - loss(TH - h * e)) / (2 * h) for e in np.eye(4)])

@@ -58,6 +58,7 @@ from ..registry import defcomposite, intercepted
 from ..reuse import reusable
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
+from ._sensitivity import ArgsJacobian, LinearStages, stage_sensitivities
 from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
 
 __all__: list = []
@@ -186,7 +187,8 @@ class Collocation:
         Radau IIA stages.
     """
 
-    def __init__(self, name: str, rhs: Callable, y0: Any, grid: np.ndarray, dense: Callable, q: int) -> None:
+    def __init__(self, name: str, rhs: Callable, y0: Any, grid: np.ndarray, dense: Callable, q: int,
+                 steps: int = 0, quiet: Optional[Callable] = None) -> None:
         self.name, self.rhs, self.y0, self.grid = name, rhs, y0, grid
         self.c, self.a, self.inv_v = radau_iia(q)
         self.h = np.diff(grid)
@@ -197,14 +199,63 @@ class Collocation:
         self.n = n
         values = np.asarray(dense(nodes.reshape(-1)), dtype=float).reshape(n, -1).T
         self.z0 = values.reshape(len(self.h), q, n)
-        jacobians = _jacobians(rhs, nodes.reshape(-1), self.z0.reshape(-1, n)).reshape(len(self.h), q, n, n)
-        self.kinv = [self._step_inverse(i, jacobians[i]) for i in range(len(self.h))]
+        # First order: the sensitivities in plain NumPy, one linear node on the tape (solvers._sensitivity).
+        # Made with the tapes recording, so that a right-hand side closing over tracers is seen (and refused).
+        self._quiet = quiet
+        self.linear = self._first_order() if steps == 1 else None
+        if self.linear is None:
+            self._chord_inverses()
 
-    def _step_inverse(self, i: int, jac: np.ndarray) -> np.ndarray:
+    def _chord_inverses(self) -> None:
+        """``K_i^{-1}`` of every step for the traced chord step (the Jacobians on paused tapes)."""
         q, n = self.c.size, self.n
-        blocks = self.a[:, :, None, None] * jac[None, :, :, :]  # (j, l, r, c)
-        k = np.eye(q * n) - self.h[i] * blocks.transpose(0, 2, 1, 3).reshape(q * n, q * n)
-        if not np.all(np.isfinite(k)) or np.linalg.cond(k) > 1e14:
+        with self._quiet() if self._quiet is not None else contextlib.nullcontext():
+            jacobians = _jacobians(self.rhs, self.nodes.reshape(-1), self.z0.reshape(-1, n))
+        jacobians = jacobians.reshape(len(self.h), q, n, n)
+        self.kinv = self._step_inverses(jacobians)
+
+    def _first_order(self) -> Optional[tuple]:
+        """``(inputs, S)`` for :class:`_sensitivity.LinearStages`, or ``None`` (the traced chord step then)."""
+        parts = getattr(self.rhs, "parts", None)
+        if parts is None:
+            return None
+        args_jacobian = ArgsJacobian(*parts)
+        inputs = ([self.y0] if levels_of(self.y0) else []) + args_jacobian.traced_leaves()
+        if not args_jacobian.usable or not inputs:
+            return None
+        q, n = self.c.size, self.n
+        found = args_jacobian.at(self.nodes.reshape(-1), self.z0.reshape(-1, n))
+        if found is None:
+            return None
+        fy, fp = found
+        kinv = self._step_inverses(fy.reshape(len(self.h), q, n, n))
+        start = np.zeros((n, n + fp.shape[-1])) if levels_of(self.y0) else np.zeros((n, fp.shape[-1]))
+        if levels_of(self.y0):
+            start[:, :n] = np.eye(n)
+            fp = np.concatenate([np.zeros(fp.shape[:-1] + (n,)), fp], axis=-1)
+        sens = stage_sensitivities(kinv, self.h, self.a, fp.reshape(len(self.h), q, n, -1), start)
+        if not np.all(np.isfinite(sens)):
+            return None  # the traced chord step carries infinite derivatives without spoiling the values
+        return inputs, sens
+
+    def _step_inverses(self, jacobians: np.ndarray) -> np.ndarray:
+        """``K_i^{-1}`` for every step, ``(N, q n, q n)``, from ``f_y`` at the nodes ``(N, q, n, n)``.
+
+        One batched LAPACK call each for the condition numbers and the inverses (the same
+        routine per matrix as a loop would call); the first step whose matrix is not finite
+        or is singular is named in the error.
+        """
+        q, n = self.c.size, self.n
+        blocks = self.a[None, :, :, None, None] * jacobians[:, None, :, :, :]  # (i, j, l, r, c)
+        k = np.eye(q * n) - self.h[:, None, None] * blocks.transpose(0, 1, 3, 2, 4).reshape(-1, q * n, q * n)
+        finite = np.all(np.isfinite(k), axis=(1, 2))
+        bad = ~finite
+        if np.all(finite):
+            bad = np.linalg.cond(k) > 1e14
+        else:
+            bad[finite] = np.linalg.cond(k[finite]) > 1e14
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
             raise NonDifferentiableArgumentError(
                 f"{self.name}: the Jacobian of the right-hand side is not finite (or the step's "
                 f"linearization is singular) near t = {self.grid[i]:.6g}, so the sensitivities of the "
@@ -224,6 +275,11 @@ class Collocation:
 
     def solve(self, steps: int) -> None:
         """``steps`` chord steps: the traced stage values ``self.z`` (one ``(q, n)`` per step)."""
+        if self.linear is not None and steps == 1:
+            self.z = LinearStages(self.z0, self.linear[1], self.linear[0])
+            return
+        if not hasattr(self, "kinv"):
+            self._chord_inverses()
         z: List[Any] = list(self.z0)
         for _ in range(max(1, steps)):
             g = self._residuals(z)
@@ -560,14 +616,17 @@ def _merge_grid(steps: np.ndarray, extra: np.ndarray) -> np.ndarray:
 
 
 def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: bool = False, plain: bool = True) -> Callable:
-    def rhs(t: Any, y: Any) -> Any:
+    def call(f: Callable, t: Any, y: Any, a: tuple) -> Any:
         if vectorized:  # as SciPy calls a vectorized fun for one state: a column
             y = y[:, None]
-        out = fun(t, y, *args) if tfirst else fun(y, t, *args)
-        return np.reshape(as_array(out), (-1,))
+        return f(t, y, *a) if tfirst else f(y, t, *a)
+
+    def rhs(t: Any, y: Any) -> Any:
+        return np.reshape(as_array(call(fun, t, y, args)), (-1,))
 
     if plain:  # the same with plain arguments, for the Jacobians f_y (see _reused_jacobian)
         rhs.plain = _vector_rhs(fun, strip_tree(args), tfirst, vectorized, plain=False)
+        rhs.parts = (fun, call, args)  # for the first-order sensitivities (solvers._sensitivity)
     return rhs
 
 
@@ -621,13 +680,15 @@ def _ode_outputs(call: Call, rhs: Callable, t0: Any, y0: Any, dense: Any, steps_
         # A right-hand side with kinked calls (np.maximum, np.abs, comparisons): split the
         # grid where its pieces switch (tapegrad.solvers._kinks); one probe finds none else.
         probe = Probe(rhs)
-        if steps_p.size > 1 and probe.finds(steps_p[0], np.asarray(dense(steps_p[:1]), dtype=float)[:, 0]):
+        kinked = steps_p.size > 1 and probe.finds(steps_p[0], np.asarray(dense(steps_p[:1]), dtype=float)[:, 0])
+        if kinked:
             grid, colloc = _kinked_collocation(name, rhs, probe, y0v, dense, steps_p, t_plain, q, rtol, atol, steps)
         else:
             grid = _choose_grid(rhs, dense, steps_p, t_plain, q, rtol, atol)
-            colloc = Collocation(name, rhs, y0v, grid, dense, q) if grid.size > 1 else None
-        if colloc is None:
-            return [y0v for _ in t_plain], None
+    if not kinked:
+        colloc = Collocation(name, rhs, y0v, grid, dense, q, steps, call.quiet) if grid.size > 1 else None
+    if colloc is None:
+        return [y0v for _ in t_plain], None
     colloc.solve(steps)
     sign = 1.0 if grid[-1] >= grid[0] else -1.0
     where = np.searchsorted(sign * grid, sign * t_plain)

@@ -1,0 +1,175 @@
+"""First-order ODE sensitivities in plain NumPy: one linear node on the tape instead of a traced chord step.
+
+At first order (one tape reaches the solve) the chord step of
+:class:`tapegrad.solvers.integrate.Collocation` is linear in the perturbation of
+what is traced: the initial state ``y0`` and the traced leaves of ``args``
+(together ``P``).  Its stage values are ``Z_i = Z0_i + S_i dP`` with
+
+    S_i = K_i^{-1} (E S_{i-1}[last] + h_i (A x I) F_P,i),    S_{-1}[last] = dy0/dP,
+
+``K_i = I - h_i (A x F_y,i)`` the step's plain matrix, ``E`` the stages' copy of the
+state and ``F_y``, ``F_P`` the right-hand side's derivatives at the step's nodes.  So
+instead of running the user's right-hand side on tracers at every node (thousands
+of recorded calls, then their sweep), this module computes ``F_y`` and ``F_P`` at
+every node from one recording of the right-hand side per solve, replayed chunk by
+chunk (:mod:`tapegrad.reuse`, with its guards: a branch that goes another way
+records again), runs the recursion on plain matrices, and puts the stage values
+on the tape as ``Z0 + S (P - stop_gradient(P))``: one product whose pullback is
+``S^T``.  Values are SciPy's bits (``S`` times an exact zero).
+
+It applies only where that is the whole story: one tape level, a right-hand side
+whose traced inputs are its state and ``args`` (one that closes over tracers is
+refused by the recording, and the traced chord step runs as before), real
+floating-point traced leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+from ..api import stop_gradient
+from ..reuse import reusable
+from ..tree import flatten, unflatten
+from ._core import as_array, levels_of, strip_tree
+
+__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities"]
+
+#: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
+CHUNK_VALUES = 16
+
+
+class ArgsJacobian:
+    """``(F_y, F_P)`` of a right-hand side at many points, from one recording per solve.
+
+    Parameters
+    ----------
+    fun : callable
+        The user's callback, called as ``rhs(t, y)`` would call it (see ``call``).
+    call : callable
+        ``call(fun, t, y, args) -> array``: how the right-hand side calls ``fun``.
+    args : tuple
+        The callback's extra arguments; their traced leaves are differentiated.
+
+    ``usable`` is False when nothing in ``args`` is a real floating-point tracer
+    (nothing to do here) or a traced leaf is of another kind.
+    """
+
+    def __init__(self, fun: Callable, call: Callable, args: tuple) -> None:
+        self.leaves, self.structure = flatten(args)
+        self.traced = [k for k, leaf in enumerate(self.leaves) if levels_of(leaf)]
+        self.plain_leaves = strip_tree(self.leaves)
+        kinds = [np.asarray(self.plain_leaves[k]).dtype.kind for k in self.traced]
+        self.usable = all(kind == "f" for kind in kinds)
+        self.sizes = [int(np.size(self.plain_leaves[k])) for k in self.traced]
+        fun_, call_, structure, plain_leaves, traced = fun, call, self.structure, self.plain_leaves, self.traced
+
+        def stacked(x: tuple, ts: Any) -> Any:
+            # Point k sees its own copy of each traced leaf, so the batched pullback keeps the
+            # points apart (block-diagonal) instead of summing them into the shared parameters.
+            ys, per_point = x[0], x[1:]
+            rows = []
+            for k in range(len(ys)):
+                leaves = list(plain_leaves)
+                for j, position in enumerate(traced):
+                    leaves[position] = per_point[j][k]
+                rows.append(np.reshape(as_array(call_(fun_, ts[k], ys[k], unflatten(structure, leaves))), (-1,)))
+            return np.stack(rows)
+
+        self.pull = reusable("pullback", stacked, True, also=(1,), quiet=True)
+
+    def at(self, times: np.ndarray, states: np.ndarray) -> Optional[tuple]:
+        """``(F_y (k, n, n), F_P (k, n, m))`` at ``(times[k], states[k])``, or ``None`` (not replayable).
+
+        ``F_P``'s columns are the traced leaves, flattened, in order.
+        """
+        n = states.shape[1]
+        chunk = max(1, CHUNK_VALUES // n)
+        fy: List[np.ndarray] = []
+        fp: List[np.ndarray] = []
+        seeds = np.zeros((n, chunk, n))
+        seeds[np.arange(n), :, np.arange(n)] = 1.0
+        leaves = [np.array(self.plain_leaves[k], dtype=float) for k in self.traced]
+        for start in range(0, times.size, chunk):
+            ts, ys = times[start:start + chunk], states[start:start + chunk]
+            pad = chunk - ts.size  # every chunk padded to one size: one recording per solve
+            ys = np.concatenate([ys, np.repeat(ys[-1:], pad, axis=0)])
+            ts = np.concatenate([ts, np.repeat(ts[-1:], pad)])
+            x = (ys,) + tuple(np.repeat(leaf[None], chunk, axis=0) for leaf in leaves)
+            if self.pull.reuse_stats.refused is not None:
+                return None
+            try:
+                rows = strip_tree(self.pull(seeds, x, ts))  # per input: (n, chunk, *its shape)
+            except Exception:  # the eager path decides (and raises what it raises)
+                return None
+            if self.pull.reuse_stats.refused is not None:  # recorded, but it closes over tracers (or other)
+                return None
+            keep = chunk - pad
+            fy.append(np.asarray(rows[0])[:, :keep].transpose(1, 0, 2))
+            parts = [np.asarray(r)[:, :keep].reshape(n, keep, -1) for r in rows[1:]]
+            fp.append(np.concatenate(parts, axis=-1).transpose(1, 0, 2) if parts else np.zeros((keep, n, 0)))
+        return np.concatenate(fy), np.concatenate(fp)
+
+    def traced_leaves(self) -> list:
+        """The traced leaves of ``args``, in ``F_P``'s column order."""
+        return [self.leaves[k] for k in self.traced]
+
+
+def stage_sensitivities(kinv: np.ndarray, h: np.ndarray, a: np.ndarray, fp: np.ndarray,
+                        start: np.ndarray) -> np.ndarray:
+    """``S`` of the module docstring for every step: ``(N, q, n, m)``.
+
+    Parameters
+    ----------
+    kinv : (N, q n, q n)
+        Each step's ``K_i^{-1}`` (rows and columns ordered stage, component).
+    h : (N,)
+        Step lengths.
+    a : (q, q)
+        Radau IIA's matrix.
+    fp : (N, q, n, m)
+        ``F_P`` at each step's nodes.
+    start : (n, m)
+        ``dy0 / dP``.
+    """
+    steps, q, n, m = fp.shape
+    forced = h[:, None, None, None] * np.einsum("jl,ilrm->ijrm", a, fp)  # h_i (A x I) F_P,i
+    forced = np.matmul(kinv, forced.reshape(steps, q * n, m))  # K^{-1} h (A x I) F_P: all steps at once
+    carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+    last = slice((q - 1) * n, q * n)
+    carried_last, forced_last = carried[:, last], forced[:, last]
+    states = np.empty((steps, n, m))  # dY_i: the sensitivity of each step's starting state
+    y = np.asarray(start, dtype=float)
+    for i in range(steps):  # sequential through the states only: n x n times n x m per step
+        states[i] = y
+        y = carried_last[i] @ y + forced_last[i]
+    out = np.matmul(carried, states) + forced
+    return out.reshape(steps, q, n, m)
+
+
+class LinearStages(Sequence):
+    """The traced stage values ``Z0_i + S_i dP``, step ``i`` made on first use.
+
+    ``dP = P - stop_gradient(P)`` with ``P`` the traced inputs flattened into one
+    vector; one product puts every stage on the tape and each step is a slice of it.
+    """
+
+    def __init__(self, z0: np.ndarray, sens: np.ndarray, inputs: list) -> None:
+        p = np.concatenate([np.reshape(x, (-1,)) for x in inputs]) if len(inputs) > 1 else np.reshape(inputs[0], (-1,))
+        dp = p - stop_gradient(p)
+        steps, q, n, m = sens.shape
+        self._all = np.reshape(np.matmul(sens.reshape(steps * q * n, m), dp), (steps, q, n)) + z0
+        self._steps = steps
+        self._made: dict = {}
+
+    def __len__(self) -> int:
+        return self._steps
+
+    def __getitem__(self, i: Any) -> Any:
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError("LinearStages takes one step index")
+        i = int(i) % self._steps
+        if i not in self._made:
+            self._made[i] = self._all[i]
+        return self._made[i]

@@ -1,0 +1,220 @@
+"""First-order ODE sensitivities made in plain NumPy (tapegrad.solvers._sensitivity).
+
+At first order, with traced ``args`` and/or a traced ``y0``, ``solve_ivp`` and ``odeint``
+put the solution on the tape as one linear map of the traced inputs, built from the
+right-hand side's ``(f_y, f_args)`` at the collocation nodes.  Every case here checks
+that this path was taken (or refused, where it must be), that it agrees with the traced
+chord step it replaces to rounding, and with central finite differences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.integrate import odeint, solve_ivp
+
+import tapegrad as tg
+from tapegrad.solvers import integrate
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Records whether each smooth collocation took the first-order path."""
+    made = []
+    original = integrate.Collocation._first_order
+
+    def spying(self):
+        made.append(original(self) is not None)
+        return None if not made[-1] else original(self)
+
+    monkeypatch.setattr(integrate.Collocation, "_first_order", spying)
+    return made
+
+
+def _chord(monkeypatch, f, *args, argnums=0):
+    with monkeypatch.context() as m:
+        m.setattr(integrate.Collocation, "_first_order", lambda self: None)
+        return tg.grad(f, argnums=argnums)(*args)
+
+
+def _fd(f, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    out = np.zeros(x.shape)
+    for k in np.ndindex(x.shape):
+        e = np.zeros(x.shape)
+        e[k] = h
+        out[k] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+def lotka(t, y, th):
+    return np.stack([th[0] * y[0] - th[1] * y[0] * y[1], th[2] * y[0] * y[1] - th[3] * y[1]])
+
+
+TH = np.array([1.1, 0.4, 0.1, 0.4])
+TIMES = np.linspace(0.3, 4.0, 9)
+
+
+def _lotka_loss(method="RK45"):
+    def loss(p):
+        sol = solve_ivp(lotka, (0.0, 4.0), p[:2], t_eval=TIMES, args=(p[2:],), method=method, rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2) / 100.0
+
+    return loss
+
+
+P0 = np.concatenate([[10.0, 5.0], TH])
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "Radau", "BDF", "LSODA"])
+def test_traced_y0_and_args(monkeypatch, spy, method):
+    loss = _lotka_loss(method)
+    g = tg.grad(loss)(P0)
+    assert spy and all(spy)
+    np.testing.assert_allclose(g, _chord(monkeypatch, loss, P0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g, _fd(loss, P0), rtol=2e-5, atol=1e-7)
+
+
+def test_traced_y0_only(monkeypatch, spy):
+    def loss(y0):
+        sol = solve_ivp(lotka, (0.0, 3.0), y0, t_eval=[1.0, 3.0], args=(TH,), rtol=1e-9, atol=1e-11)
+        return np.sum(np.sin(sol.y))
+
+    y0 = np.array([10.0, 5.0])
+    g = tg.grad(loss)(y0)
+    assert spy and all(spy)
+    np.testing.assert_allclose(g, _chord(monkeypatch, loss, y0), rtol=1e-10)
+    np.testing.assert_allclose(g, _fd(loss, y0), rtol=1e-5)
+
+
+def linear(t, y, params, scale):
+    # nested args: a traced matrix and vector in a dict, a plain number beside them
+    return scale * (params["a"] @ y + params["b"][0] * np.cos(t)) + params["b"][1]
+
+
+def test_nested_args_with_a_matrix(monkeypatch, spy):
+    def loss(x):
+        params = {"a": np.reshape(x[:4], (2, 2)), "b": [x[4:6], x[6]]}
+        sol = solve_ivp(linear, (0.0, 2.0), [1.0, -0.5], t_eval=[0.5, 2.0], args=(params, 0.7), rtol=1e-10,
+                        atol=1e-12)
+        return np.sum(sol.y * np.array([[1.0], [2.0]]))
+
+    x = np.array([-0.5, 0.3, -0.2, -0.8, 0.4, -0.1, 0.05])
+    g = tg.grad(loss)(x)
+    assert spy and all(spy)
+    np.testing.assert_allclose(g, _chord(monkeypatch, loss, x), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(g, _fd(loss, x), rtol=1e-6, atol=1e-9)
+
+
+def test_odeint_and_vectorized(monkeypatch, spy):
+    def loss_odeint(th):
+        ys = odeint(lambda y, t, th: lotka(t, y, th), [10.0, 5.0], np.linspace(0.0, 3.0, 7), args=(th,),
+                    rtol=1e-10, atol=1e-11)
+        return np.sum(ys[1:] ** 2) / 100.0
+
+    def column(t, y, th):  # a vectorized right-hand side: y is (2, k)
+        return np.stack([th[0] * y[0] - th[1] * y[0] * y[1], th[2] * y[0] * y[1] - th[3] * y[1]])
+
+    def loss_vectorized(th):
+        sol = solve_ivp(column, (0.0, 3.0), [10.0, 5.0], t_eval=[1.0, 2.0, 3.0], args=(th,), vectorized=True,
+                        rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2) / 100.0
+
+    for loss in (loss_odeint, loss_vectorized):
+        spy.clear()
+        g = tg.grad(loss)(TH)
+        assert spy and all(spy)
+        np.testing.assert_allclose(g, _chord(monkeypatch, loss, TH), rtol=1e-10)
+        np.testing.assert_allclose(g, _fd(loss, TH), rtol=1e-5)
+
+
+def test_dense_output_events_and_traced_times(monkeypatch, spy):
+    def event(t, y, th):
+        return y[0] - 2.0
+
+    event.terminal = True
+
+    def loss(th, t_out):
+        sol = solve_ivp(lotka, (0.0, 5.0), [10.0, 5.0], args=(th,), events=event, dense_output=True,
+                        rtol=1e-10, atol=1e-12)
+        between = sol.sol(t_out)
+        return np.sum(between ** 2) / 100.0 + sol.t_events[0][0] + np.sum(sol.y[:, -1])
+
+    t_out = np.array([0.35, 0.7])
+    g = tg.grad(loss, argnums=(0, 1))(TH, t_out)
+    assert spy and all(spy)
+    chord = _chord(monkeypatch, loss, TH, t_out, argnums=(0, 1))
+    for a, b in zip(g, chord):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g[0], _fd(lambda th: loss(th, t_out), TH), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(g[1], _fd(lambda t: loss(TH, t), t_out), rtol=1e-5, atol=1e-7)
+
+
+def test_every_request_gives_the_stacked_vjps(spy):
+    def states(th):
+        sol = solve_ivp(lotka, (0.0, 3.0), [10.0, 5.0], t_eval=[1.0, 2.0, 3.0], args=(th,), rtol=1e-9, atol=1e-11)
+        return sol.y
+
+    jac = tg.jacobian(states)(TH)
+    chunked = tg.jacobian(states, chunk_size=2)(TH)
+    y, pull = tg.vjp(states, TH)
+    rows = np.stack([pull(e.reshape(y.shape))[0] for e in np.eye(y.size)]).reshape(y.shape + TH.shape)
+    assert spy and all(spy)
+    np.testing.assert_array_equal(jac, rows)
+    np.testing.assert_array_equal(chunked, rows)
+    np.testing.assert_allclose(tg.jacfwd(states)(TH), rows, rtol=1e-10, atol=1e-12)
+
+
+def test_second_order_takes_the_chord_steps(monkeypatch, spy):
+    loss = _lotka_loss()
+    hess = tg.hessian(loss)(P0)
+    assert not any(spy)  # two tapes reach the solve: the chord step, twice
+    np.testing.assert_allclose(hess, hess.T, rtol=1e-7, atol=1e-9)
+    grad, h = tg.grad(loss), 1e-5
+    fd = np.stack([(grad(P0 + h * e) - grad(P0 - h * e)) / (2 * h) for e in np.eye(P0.size)])
+    np.testing.assert_allclose(hess, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_a_closure_over_tracers_is_refused(monkeypatch, spy):
+    def loss(p):
+        th = p[2:]
+        # args traced too, but the rate p[0] reaches the right-hand side through the closure
+        sol = solve_ivp(lambda t, y, th: lotka(t, y, th) * p[0] / 10.0, (0.0, 3.0), [10.0, 5.0], t_eval=[1.0, 3.0],
+                        args=(th,), rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2) / 100.0
+
+    g = tg.grad(loss)(P0)
+    assert spy and not any(spy)
+    np.testing.assert_allclose(g, _fd(loss, P0), rtol=1e-5, atol=1e-8)
+
+
+def test_input_arrays_are_not_mutated_and_float32_args(spy):
+    th = TH.astype(np.float32)
+    keep = th.copy()
+
+    def loss(th):
+        sol = solve_ivp(lotka, (0.0, 2.0), [10.0, 5.0], t_eval=[2.0], args=(th,), rtol=1e-8, atol=1e-10)
+        return np.sum(sol.y)
+
+    g = tg.grad(loss)(th)
+    assert spy and all(spy)
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(th, keep)
+    np.testing.assert_allclose(g, _fd(loss, TH.astype(float)), rtol=1e-4)
+
+
+def test_infinite_derivatives_leave_the_values_alone(monkeypatch, spy):
+    # d f / d th[1] is infinite at th[1] = 0 (sqrt): the first-order path would multiply an infinite
+    # sensitivity by an exact zero, so it hands the solve to the chord step, which keeps SciPy's values
+    def loss(th):
+        sol = solve_ivp(lambda t, y, th: -th[0] * y + np.sqrt(th[1]), (0.0, 1.0), [1.0], t_eval=[1.0], args=(th,))
+        return sol.y[0, 0]
+
+    th = np.array([0.5, 0.0])
+    with np.errstate(all="ignore"):
+        value, g = tg.value_and_grad(loss)(th)
+        chord = _chord(monkeypatch, loss, th)
+    assert spy and not any(spy)
+    assert value == loss(th)
+    np.testing.assert_array_equal(g, chord)
+    assert np.isfinite(g[0]) and np.isinf(g[1])
