@@ -218,3 +218,72 @@ def test_infinite_derivatives_leave_the_values_alone(monkeypatch, spy):
     assert value == loss(th)
     np.testing.assert_array_equal(g, chord)
     assert np.isfinite(g[0]) and np.isinf(g[1])
+
+
+# ---------------------------------------------------------------------- the column-wise evaluation
+@pytest.fixture
+def columns(monkeypatch):
+    """Records whether each column-wise Jacobian was kept (True) or handed to the recording per point."""
+    from tapegrad.solvers import _sensitivity
+
+    kept = []
+    original = _sensitivity.columns_jacobian
+
+    def spying(*args):
+        found = original(*args)
+        kept.append(found is not None)
+        return found
+
+    monkeypatch.setattr(integrate, "columns_jacobian", spying)
+    return kept
+
+
+def coupled_sum(t, y, th):  # np.sum over the whole state: over every column too, when called column-wise
+    return np.stack([th[0] * y[0] - th[1] * y[0] * y[1], th[2] * y[0] * y[1] - th[3] * y[1]]) * (
+        1.0 + 1e-3 * np.sum(y) / 15.0)
+
+
+def forced_by_t(t, y, th):  # np.array([0.0, cos(t)]) is ragged for an array of times: column-wise refused
+    forcing = np.array([0.0, 0.01 * np.cos(t)])
+    return np.stack([th[0] * y[0] - th[1] * y[0] * y[1], th[2] * y[0] * y[1] - th[3] * y[1]]) + forcing
+
+
+def flattens(t, y, th):  # np.outer(y, y): another shape column-wise
+    m = np.outer(y, y)
+    return np.stack([th[0] * y[0] - th[1] * m[0, 1], th[2] * m[0, 1] - th[3] * y[1]])
+
+
+@pytest.mark.parametrize("rhs, kept", [(lotka, True), (coupled_sum, False), (forced_by_t, False), (flattens, False)],
+                         ids=["pointwise", "sum_over_state", "array_of_t", "outer"])
+def test_column_wise_only_where_it_is_the_callback(monkeypatch, spy, columns, rhs, kept):
+    def loss(th):
+        sol = solve_ivp(rhs, (0.0, 4.0), [10.0, 5.0], t_eval=TIMES, args=(th,), rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2) / 100.0
+
+    g = tg.grad(loss)(TH)
+    assert spy and all(spy)  # the first-order path either way
+    assert columns and all(c == kept for c in columns)
+    np.testing.assert_allclose(g, _chord(monkeypatch, loss, TH), rtol=1e-10)
+    np.testing.assert_allclose(g, _fd(loss, TH), rtol=1e-5)
+
+
+def test_the_jacobian_check_catches_coupled_columns(monkeypatch, columns):
+    # Values that agree column by column cannot hide a coupling from the Jacobian check: with the
+    # value check switched off, y - mean over the last axis (the columns, when called column-wise)
+    # must still be refused.
+    from tapegrad.solvers import _sensitivity
+
+    monkeypatch.setattr(_sensitivity, "_agrees", lambda *args: True)
+
+    def centred(t, y, th):
+        return -th[0] * (y - np.mean(y, axis=-1, keepdims=True)) - th[1] * y
+
+    def loss(th):
+        sol = solve_ivp(centred, (0.0, 2.0), [1.0, -0.5, 0.25], t_eval=[0.5, 1.0, 2.0], args=(th,), rtol=1e-9,
+                        atol=1e-11)
+        return np.sum(sol.y ** 2)
+
+    th = np.array([0.7, 0.2])
+    g = tg.grad(loss)(th)
+    assert columns and not any(columns)
+    np.testing.assert_allclose(g, _fd(loss, th), rtol=1e-5)

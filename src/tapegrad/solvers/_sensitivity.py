@@ -11,11 +11,19 @@ what is traced: the initial state ``y0`` and the traced leaves of ``args``
 state and ``F_y``, ``F_P`` the right-hand side's derivatives at the step's nodes.  So
 instead of running the user's right-hand side on tracers at every node (thousands
 of recorded calls, then their sweep), this module computes ``F_y`` and ``F_P`` at
-every node from one recording of the right-hand side per solve, replayed chunk by
-chunk (:mod:`tapegrad.reuse`, with its guards: a branch that goes another way
-records again), runs the recursion on plain matrices, and puts the stage values
-on the tape as ``Z0 + S (P - stop_gradient(P))``: one product whose pullback is
-``S^T``.  Values are SciPy's bits (``S`` times an exact zero).
+every node, runs the recursion on plain matrices, and puts the stage values on the
+tape as ``Z0 + S (P - stop_gradient(P))``: one product whose pullback is ``S^T``.
+Values are SciPy's bits (``S`` times an exact zero).
+
+``F_y`` and ``F_P`` at the nodes come from, in order of preference:
+
+* one call of the callback on every node at once, one node per column (SciPy's
+  ``vectorized`` convention, :func:`columns_jacobian`), kept only where it is the
+  callback's own values and Jacobians at spread nodes; the defect that thins the
+  grid uses the same column-wise values (:func:`plain_columns`);
+* one recording of the callback per solve on a chunk of nodes, replayed chunk by
+  chunk (:class:`ArgsJacobian`, :mod:`tapegrad.reuse` with its guards: a branch
+  that goes another way records again).
 
 It applies only where that is the whole story: one tape level, a right-hand side
 whose traced inputs are its state and ``args`` (one that closes over tracers is
@@ -29,15 +37,114 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from ..api import stop_gradient
+from ..api import jacobian, stop_gradient, vjp
 from ..reuse import reusable
 from ..tree import flatten, unflatten
 from ._core import as_array, levels_of, strip_tree
 
-__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities"]
+__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns"]
 
 #: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
 CHUNK_VALUES = 16
+
+
+#: Columns whose values (and two whose Jacobians) the column-wise evaluation is checked at.
+CHECKED_COLUMNS = 16
+
+
+def _agrees(out: np.ndarray, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> bool:
+    """Whether the column-wise values ``out`` (n, K) are the callback's, point by point, at spread columns."""
+    for k in np.unique(np.linspace(0, times.size - 1, CHECKED_COLUMNS).astype(int)):
+        want = np.asarray(strip_tree(plain_rhs(times[k], states[k])), dtype=float)
+        if not np.allclose(out[:, k], want, rtol=1e-12, atol=1e-300, equal_nan=True):
+            return False
+    return True
+
+
+def plain_columns(parts: tuple, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """The right-hand side's plain values at every point, ``(K, n)``: one column-wise call where it agrees.
+
+    See :func:`columns_jacobian` for the column-wise call and its checks; otherwise one
+    call per point.
+    """
+    size = times.size
+    if parts is not None and size >= 2 * CHECKED_COLUMNS:
+        fun, _, args, tfirst = parts
+        plain_args = strip_tree(args)
+        try:
+            with np.errstate(all="ignore"):
+                y = np.ascontiguousarray(states.T)
+                out = as_array(fun(times, y, *plain_args) if tfirst else fun(y, times, *plain_args))
+            out = np.asarray(strip_tree(out), dtype=float)
+        except Exception:
+            out = None
+        if out is not None and out.shape == (states.shape[1], size) and _agrees(out, plain_rhs, times, states):
+            return out.T
+    return np.stack([np.asarray(strip_tree(plain_rhs(t, y)), dtype=float) for t, y in zip(times, states)])
+
+
+def columns_jacobian(fun: Callable, call: Callable, args: tuple, tfirst: bool, plain_rhs: Callable,
+                     times: np.ndarray, states: np.ndarray) -> Optional[tuple]:
+    """``(F_y, F_P)`` at every point from ONE call of the callback on all of them, or ``None``.
+
+    SciPy's ``vectorized=True`` convention: ``fun(t, Y)`` with ``Y`` of shape ``(n, K)``
+    (one column per point) returns ``(n, K)``; here ``t`` is the row of the points' times
+    and each traced leaf of ``args`` gets a trailing axis of ``K`` copies, so one batched
+    sweep of ``n`` cotangents gives every column's Jacobian.  Most right-hand sides written
+    with ``y[0]``, ``A @ y``, ``th[0] * y[1]`` work that way whether or not they declare
+    it.  Those that do not (a branch on ``t``, a reduction over the whole state, a
+    reshape) either fail, return another shape, or return other values; so the call is
+    kept only if its shape is ``(n, K)``, no traced value of another tape reaches it (a
+    closure over tracers), its values equal the point-by-point callback at
+    ``CHECKED_COLUMNS`` spread columns, and its Jacobians equal point-by-point
+    Jacobians at two of them.  Otherwise ``None``: the recording per point takes over
+    (:class:`ArgsJacobian`).
+    """
+    leaves, structure = flatten(args)
+    traced = [k for k, leaf in enumerate(leaves) if levels_of(leaf)]
+    plain_leaves = strip_tree(leaves)
+    n, size = states.shape[1], times.size
+    if size < 2 * CHECKED_COLUMNS or any(np.asarray(plain_leaves[k]).dtype.kind != "f" for k in traced):
+        return None  # few points: the recording per point costs no more
+
+    def columns(y: Any, *per_column: Any) -> Any:
+        filled = list(plain_leaves)
+        for j, position in enumerate(traced):
+            filled[position] = per_column[j]
+        a = unflatten(structure, filled)
+        return as_array(fun(times, y, *a) if tfirst else fun(y, times, *a))
+
+    copies = [np.repeat(np.asarray(plain_leaves[k], dtype=float)[..., None], size, axis=-1) for k in traced]
+    try:
+        with np.errstate(all="ignore"):
+            out, pull = vjp(columns, np.ascontiguousarray(states.T), *copies)
+        if levels_of(out) or np.shape(out) != (n, size):
+            return None
+        seeds = np.zeros((n, n, size))
+        seeds[np.arange(n), np.arange(n), :] = 1.0
+        cts = strip_tree(pull(seeds))
+    except Exception:  # not written for columns: the recording per point
+        return None
+    fy = np.asarray(cts[0]).transpose(2, 0, 1)  # (K, n, n)
+    fp = np.concatenate([np.reshape(np.moveaxis(np.asarray(c), -1, 0), (size, n, -1)) for c in cts[1:]] or
+                        [np.zeros((size, n, 0))], axis=-1)
+    if not _agrees(np.asarray(out, dtype=float), plain_rhs, times, states):
+        return None
+    picks = np.unique(np.linspace(0, size - 1, CHECKED_COLUMNS).astype(int))
+    for k in picks[[0, len(picks) // 2]]:
+        def point(y: Any, *leaf_values: Any, _t: float = times[k]) -> Any:
+            filled = list(plain_leaves)
+            for j, position in enumerate(traced):
+                filled[position] = leaf_values[j]
+            return np.reshape(as_array(call(fun, _t, y, unflatten(structure, filled))), (-1,))
+
+        exact = strip_tree(jacobian(point, argnums=tuple(range(1 + len(traced))))(
+            states[k], *[np.asarray(plain_leaves[j], dtype=float) for j in traced]))
+        want_p = np.concatenate([np.reshape(e, (n, -1)) for e in exact[1:]] or [np.zeros((n, 0))], axis=-1)
+        if not (np.allclose(fy[k], exact[0], rtol=1e-10, atol=1e-12, equal_nan=True) and
+                np.allclose(fp[k], want_p, rtol=1e-10, atol=1e-12, equal_nan=True)):
+            return None
+    return fy, fp
 
 
 class ArgsJacobian:
@@ -56,7 +163,7 @@ class ArgsJacobian:
     (nothing to do here) or a traced leaf is of another kind.
     """
 
-    def __init__(self, fun: Callable, call: Callable, args: tuple) -> None:
+    def __init__(self, fun: Callable, call: Callable, args: tuple, tfirst: bool = True) -> None:
         self.leaves, self.structure = flatten(args)
         self.traced = [k for k, leaf in enumerate(self.leaves) if levels_of(leaf)]
         self.plain_leaves = strip_tree(self.leaves)

@@ -58,7 +58,7 @@ from ..registry import defcomposite, intercepted
 from ..reuse import reusable
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
-from ._sensitivity import ArgsJacobian, LinearStages, stage_sensitivities
+from ._sensitivity import ArgsJacobian, LinearStages, columns_jacobian, plain_columns, stage_sensitivities
 from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
 
 __all__: list = []
@@ -224,7 +224,8 @@ class Collocation:
         if not args_jacobian.usable or not inputs:
             return None
         q, n = self.c.size, self.n
-        found = args_jacobian.at(self.nodes.reshape(-1), self.z0.reshape(-1, n))
+        times, states = self.nodes.reshape(-1), self.z0.reshape(-1, n)
+        found = columns_jacobian(*parts, self.rhs.plain, times, states) or args_jacobian.at(times, states)
         if found is None:
             return None
         fy, fp = found
@@ -572,6 +573,7 @@ def _outside_gaps(times: np.ndarray, switches: list, keep: Any = ()) -> np.ndarr
 
 def _defect(rhs: Callable, dense: Callable, grid: np.ndarray, q: int, rtol: float, atol: float) -> float:
     """How far SciPy's solution is from solving the collocation equations on ``grid``, in tolerances."""
+    parts = getattr(rhs, "parts", None)
     rhs = getattr(rhs, "plain", rhs)  # plain numbers are all it needs: nothing to record on the tape
     c, a, _ = radau_iia(q)
     h = np.diff(grid)
@@ -580,8 +582,7 @@ def _defect(rhs: Callable, dense: Callable, grid: np.ndarray, q: int, rtol: floa
     values = np.asarray(dense(np.concatenate([grid[:1], nodes.reshape(-1)])), dtype=float)
     y_start = np.concatenate([values[:, :1], values[:, q::q][:, :-1]], axis=1)  # state at each step's start
     z = values[:, 1:].reshape(-1, h.size, q)  # (n, N, q)
-    f = np.stack([np.asarray(strip(rhs(t, zt)), dtype=float) for t, zt in zip(nodes.reshape(-1),
-                                                                             values[:, 1:].T)], axis=1)
+    f = plain_columns(parts, rhs, nodes.reshape(-1), values[:, 1:].T).T
     f = f.reshape(-1, h.size, q)
     g = z - y_start[:, :, None] - h[None, :, None] * np.einsum("jl,nil->nij", a, f)
     return float(np.max(np.abs(g) / (atol + rtol * np.abs(z))))
@@ -626,7 +627,7 @@ def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: boo
 
     if plain:  # the same with plain arguments, for the Jacobians f_y (see _reused_jacobian)
         rhs.plain = _vector_rhs(fun, strip_tree(args), tfirst, vectorized, plain=False)
-        rhs.parts = (fun, call, args)  # for the first-order sensitivities (solvers._sensitivity)
+        rhs.parts = (fun, call, args, tfirst)  # for the first-order sensitivities (solvers._sensitivity)
     return rhs
 
 
