@@ -175,7 +175,7 @@ def test_second_order_takes_the_chord_steps(monkeypatch, spy):
     np.testing.assert_allclose(hess, fd, rtol=1e-4, atol=1e-6)
 
 
-def test_a_closure_over_tracers_is_refused(monkeypatch, spy):
+def test_a_closure_over_tracers_is_propagated(monkeypatch, spy):
     def loss(p):
         th = p[2:]
         # args traced too, but the rate p[0] reaches the right-hand side through the closure
@@ -184,8 +184,49 @@ def test_a_closure_over_tracers_is_refused(monkeypatch, spy):
         return np.sum(sol.y ** 2) / 100.0
 
     g = tg.grad(loss)(P0)
-    assert spy and not any(spy)
+    assert spy and all(spy)
+    np.testing.assert_allclose(g, _chord(monkeypatch, loss, P0), rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(g, _fd(loss, P0), rtol=1e-5, atol=1e-8)
+
+
+def test_closures_every_request_and_order(monkeypatch, spy):
+    def states(p):
+        k, y0 = p[0], p[1:]
+        sol = solve_ivp(lambda t, y: -k * y + np.sin(t) * y[::-1], (0.0, 2.0), y0, t_eval=[0.5, 1.0, 2.0],
+                        rtol=1e-10, atol=1e-12)
+        return sol.y
+
+    p = np.array([0.8, 1.0, -0.5])
+    jac = tg.jacobian(states)(p)
+    assert spy and all(spy)
+    y, pull = tg.vjp(states, p)
+    rows = np.stack([pull(e.reshape(y.shape))[0] for e in np.eye(y.size)]).reshape(y.shape + p.shape)
+    np.testing.assert_array_equal(jac, rows)
+    np.testing.assert_array_equal(tg.jacobian(states, chunk_size=4)(p), rows)
+    np.testing.assert_allclose(tg.jacfwd(states)(p), rows, rtol=1e-10, atol=1e-12)
+    with monkeypatch.context() as m:
+        m.setattr(integrate.Collocation, "_first_order", lambda self: None)
+        chord = tg.jacobian(states)(p)
+    np.testing.assert_allclose(jac, chord, rtol=1e-10, atol=1e-12)
+    fd = np.stack([(states(p + 1e-6 * e) - states(p - 1e-6 * e)) / 2e-6 for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
+    # second order: two tapes reach the solve, the chord steps
+    spy.clear()
+    hess = tg.hessian(lambda p: np.sum(states(p) ** 2))(p)
+    assert not any(spy)
+    np.testing.assert_allclose(hess, hess.T, rtol=1e-7, atol=1e-9)
+
+
+def test_a_closure_the_columns_cannot_take_runs_the_chord_step(monkeypatch, spy):
+    def loss(k):
+        # np.array([.., cos(t)]) is ragged for an array of times: neither column-wise form applies
+        sol = solve_ivp(lambda t, y: -k * y + np.array([0.0, 0.1 * np.cos(t)]), (0.0, 2.0), [1.0, 0.5],
+                        t_eval=[1.0, 2.0], rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 2)
+
+    g = tg.grad(loss)(0.7)
+    assert spy and not any(spy)
+    np.testing.assert_allclose(g, _fd(loss, 0.7), rtol=1e-6)
 
 
 def test_input_arrays_are_not_mutated_and_float32_args(spy):

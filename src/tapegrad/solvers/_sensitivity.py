@@ -38,11 +38,14 @@ from typing import Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from ..api import jacobian, stop_gradient, vjp
+from ..dispatch import primitive
+from ..registry import CONSTANT_ARG, defvjp
 from ..reuse import reusable
 from ..tree import flatten, unflatten
 from ._core import as_array, levels_of, strip_tree
 
-__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns"]
+__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns", "Recursion",
+           "propagate", "traced_columns", "PropagatedStages"]
 
 #: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
 CHUNK_VALUES = 16
@@ -280,3 +283,93 @@ class LinearStages(Sequence):
         if i not in self._made:
             self._made[i] = self._all[i]
         return self._made[i]
+
+
+# ---------------------------------------------------------------------- any traced inputs (closures too)
+class Recursion:
+    """The plain linear map ``(dF, dy0) -> dZ`` of one collocation (the module docstring's recursion).
+
+    ``dF`` holds the right-hand side's perturbation at every node, ``(n, K)`` with the
+    nodes as columns (``K = N q``); ``dy0`` the initial state's, ``(n,)``.  Used by
+    :func:`propagate`, whose pullback is :meth:`adjoint`: what makes stages whose traced
+    inputs reach the callback any way at all (closures included) cost one column-wise call
+    on tracers instead of one traced call per node.
+    """
+
+    def __init__(self, kinv: np.ndarray, h: np.ndarray, a: np.ndarray, n: int) -> None:
+        steps, q = h.size, a.shape[0]
+        self.steps, self.q, self.n = steps, q, n
+        self.carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+        forcing = h[:, None, None] * np.kron(a, np.eye(n))[None]  # h (A x I): (N, q n, q n)
+        self.forced = np.matmul(kinv, forcing)  # K^{-1} h (A x I)
+
+    def forward(self, df: np.ndarray, dy0: np.ndarray) -> np.ndarray:
+        steps, q, n = self.steps, self.q, self.n
+        forced = np.matmul(self.forced, np.reshape(np.transpose(df), (steps, q * n, 1)))[..., 0]
+        out = np.empty((steps, q * n))
+        y = np.asarray(dy0, dtype=float)
+        for i in range(steps):
+            out[i] = self.carried[i] @ y + forced[i]
+            y = out[i, (q - 1) * n:]
+        return out.reshape(steps, q, n)
+
+    def adjoint(self, g: Any) -> tuple:
+        """``(dF_bar (..., n, K), dy0_bar (..., n))`` for ``g`` of shape ``(..., N, q, n)`` (traceable NumPy)."""
+        steps, q, n = self.steps, self.q, self.n
+        batch = np.shape(g)[:-3]
+        flat = np.reshape(g, batch + (steps, q * n))
+        carry = np.zeros(batch + (n,))
+        lead = np.zeros(batch + ((q - 1) * n,))
+        totals = [None] * steps
+        for i in range(steps - 1, -1, -1):  # the states' cotangents flow backwards, step by step
+            total = flat[..., i, :] + np.concatenate([lead, carry], axis=-1)
+            totals[i] = total
+            carry = np.matmul(total[..., None, :], self.carried[i])[..., 0, :]
+        stacked = np.stack(totals, axis=-2)  # (..., N, q n)
+        df = np.matmul(stacked[..., None, :], self.forced)[..., 0, :]  # M_i^T total_i
+        df = np.swapaxes(np.reshape(df, batch + (steps * q, n)), -1, -2)
+        return df, carry
+
+
+def _propagate(df: Any, dy0: Any, recursion: Recursion) -> np.ndarray:
+    return recursion.forward(df, dy0)
+
+
+propagate = primitive(_propagate)
+defvjp(
+    propagate,
+    lambda g, ans, df, dy0, recursion: recursion.adjoint(g)[0],
+    lambda g, ans, df, dy0, recursion: recursion.adjoint(g)[1],
+    CONSTANT_ARG,
+)
+
+
+def traced_columns(fun: Callable, call: Callable, args: tuple, tfirst: bool, plain_rhs: Callable,
+                   times: np.ndarray, states: np.ndarray) -> Optional[Any]:
+    """The callback at every node in one column-wise call with the tapes recording: ``(n, K)``, traced.
+
+    Its values must be the callback's at spread nodes (see :func:`columns_jacobian`);
+    ``None`` otherwise (or when it fails, or nothing traced comes out).
+    """
+    try:
+        with np.errstate(all="ignore"):
+            y = np.ascontiguousarray(states.T)
+            out = as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
+    except Exception:
+        return None
+    if not levels_of(out) or np.shape(out) != (states.shape[1], times.size):
+        return None
+    if not _agrees(np.asarray(strip_tree(out), dtype=float), plain_rhs, times, states):
+        return None
+    return out
+
+
+class PropagatedStages(LinearStages):
+    """The traced stage values ``Z0 + propagate(F - stop_gradient(F), y0 - stop_gradient(y0))``."""
+
+    def __init__(self, z0: np.ndarray, recursion: Recursion, f: Any, y0: Any) -> None:
+        df = f - stop_gradient(f)
+        dy0 = y0 - stop_gradient(y0) if levels_of(y0) else np.zeros(recursion.n)
+        self._all = propagate(df, dy0, recursion) + z0
+        self._steps = recursion.steps
+        self._made = {}

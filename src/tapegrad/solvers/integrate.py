@@ -58,7 +58,16 @@ from ..registry import defcomposite, intercepted
 from ..reuse import reusable
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
-from ._sensitivity import ArgsJacobian, LinearStages, columns_jacobian, plain_columns, stage_sensitivities
+from ._sensitivity import (
+    ArgsJacobian,
+    LinearStages,
+    PropagatedStages,
+    Recursion,
+    columns_jacobian,
+    plain_columns,
+    stage_sensitivities,
+    traced_columns,
+)
 from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
 
 __all__: list = []
@@ -214,20 +223,25 @@ class Collocation:
         jacobians = jacobians.reshape(len(self.h), q, n, n)
         self.kinv = self._step_inverses(jacobians)
 
-    def _first_order(self) -> Optional[tuple]:
-        """``(inputs, S)`` for :class:`_sensitivity.LinearStages`, or ``None`` (the traced chord step then)."""
+    def _first_order(self) -> Optional[Callable]:
+        """A function making the traced stages at first order (:mod:`._sensitivity`), or ``None``.
+
+        ``None`` means the traced chord step: no plain form of the callback, no column-wise
+        or recorded form that agrees with it, or infinite sensitivities (which the chord
+        step carries without spoiling SciPy's values).
+        """
         parts = getattr(self.rhs, "parts", None)
         if parts is None:
             return None
-        args_jacobian = ArgsJacobian(*parts)
-        inputs = ([self.y0] if levels_of(self.y0) else []) + args_jacobian.traced_leaves()
-        if not args_jacobian.usable or not inputs:
-            return None
         q, n = self.c.size, self.n
         times, states = self.nodes.reshape(-1), self.z0.reshape(-1, n)
-        found = columns_jacobian(*parts, self.rhs.plain, times, states) or args_jacobian.at(times, states)
-        if found is None:
-            return None
+        args_jacobian = ArgsJacobian(*parts)
+        inputs = ([self.y0] if levels_of(self.y0) else []) + args_jacobian.traced_leaves()
+        found = None
+        if args_jacobian.usable and inputs:
+            found = columns_jacobian(*parts, self.rhs.plain, times, states) or args_jacobian.at(times, states)
+        if found is None:  # traced values reach the callback another way (a closure): propagate them
+            return self._propagated(parts, times, states)
         fy, fp = found
         kinv = self._step_inverses(fy.reshape(len(self.h), q, n, n))
         start = np.zeros((n, n + fp.shape[-1])) if levels_of(self.y0) else np.zeros((n, fp.shape[-1]))
@@ -236,8 +250,23 @@ class Collocation:
             fp = np.concatenate([np.zeros(fp.shape[:-1] + (n,)), fp], axis=-1)
         sens = stage_sensitivities(kinv, self.h, self.a, fp.reshape(len(self.h), q, n, -1), start)
         if not np.all(np.isfinite(sens)):
-            return None  # the traced chord step carries infinite derivatives without spoiling the values
-        return inputs, sens
+            return None
+        return lambda: LinearStages(self.z0, sens, inputs)
+
+    def _propagated(self, parts: tuple, times: np.ndarray, states: np.ndarray) -> Optional[Callable]:
+        """The stages from one column-wise call on tracers and the plain recursion's pullback, or ``None``."""
+        q, n = self.c.size, self.n
+        f = traced_columns(*parts, self.rhs.plain, times, states)
+        if f is None:
+            return None
+        fun, call, args, tfirst = parts
+        with self._quiet() if self._quiet is not None else contextlib.nullcontext():
+            found = columns_jacobian(fun, call, strip_tree(args), tfirst, self.rhs.plain, times, states)
+            fy = found[0] if found is not None else _jacobians(self.rhs, times, states)
+        recursion = Recursion(self._step_inverses(fy.reshape(len(self.h), q, n, n)), self.h, self.a, n)
+        if not (np.all(np.isfinite(recursion.forced)) and np.all(np.isfinite(recursion.carried))):
+            return None
+        return lambda: PropagatedStages(self.z0, recursion, f, self.y0)
 
     def _step_inverses(self, jacobians: np.ndarray) -> np.ndarray:
         """``K_i^{-1}`` for every step, ``(N, q n, q n)``, from ``f_y`` at the nodes ``(N, q, n, n)``.
@@ -277,7 +306,7 @@ class Collocation:
     def solve(self, steps: int) -> None:
         """``steps`` chord steps: the traced stage values ``self.z`` (one ``(q, n)`` per step)."""
         if self.linear is not None and steps == 1:
-            self.z = LinearStages(self.z0, self.linear[1], self.linear[0])
+            self.z = self.linear()
             return
         if not hasattr(self, "kinv"):
             self._chord_inverses()
