@@ -23,6 +23,7 @@ optimisation, only sooner or later.
 
 from __future__ import annotations
 
+import cmath
 import math
 import numbers
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -91,7 +92,10 @@ class BandedCotangent(NDArrayOperatorsMixin):
         self.dtype = np.dtype(dtype)
         self._dense: Optional[np.ndarray] = None
         if layout is None:  # C order: element (i, j, ...) at its flat index
-            self.length, self.start, self.strides = math.prod(shape[1:]), 0, _c_strides(shape[1:])
+            if len(shape) == 2:  # the commonest batch: rows of a 1-D value
+                self.length, self.start, self.strides = shape[1], 0, _UNIT
+            else:
+                self.length, self.start, self.strides = math.prod(shape[1:]), 0, _c_strides(shape[1:])
         else:
             self.length, self.start, self.strides = layout
 
@@ -102,6 +106,8 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _standard(self) -> bool:
         """Whether the layout is C order (slots are the flat indices, none unused)."""
+        if len(self.shape) == 2:
+            return self.start == 0 and self.length == self.shape[1] and self.strides == _UNIT
         return self.start == 0 and self.length == math.prod(self.shape[1:]) and self.strides == _c_strides(self.shape[1:])
 
     def _slots(self) -> np.ndarray:
@@ -367,6 +373,8 @@ class BandedCotangent(NDArrayOperatorsMixin):
         (and non-zero, for a division): ``0 * inf`` and ``0 / 0`` are NaN in the
         dense array, so such a factor takes the dense path and gives its numbers.
         """
+        if type(factor) is np.ndarray and self._takes_column(factor):
+            return self._column_scaled(factor, reciprocal)
         pieces = self._per_band(factor)
         if pieces is None:
             return None
@@ -379,6 +387,30 @@ class BandedCotangent(NDArrayOperatorsMixin):
             dtype = next(iter(bands.values()))[1].dtype
         else:
             dtype = np.result_type(self.dtype, factor)
+        return self._like(bands, dtype)
+
+    def _takes_column(self, factor: np.ndarray) -> bool:
+        """Whether ``factor`` is one float per column of a 2-D C-order batch (the commonest factor)."""
+        shape = self.shape
+        return (
+            factor.ndim == 1
+            and len(shape) == 2
+            and factor.shape[0] == shape[1]
+            and factor.dtype.kind in "fc"
+            and self.start == 0
+            and self.length == shape[1]
+            and self.strides == _UNIT
+        )
+
+    def _column_scaled(self, column: np.ndarray, reciprocal: bool) -> Optional["BandedCotangent"]:
+        """:meth:`_scaled` by one float per column (see :meth:`_takes_column`): the same numbers, fewer steps."""
+        if not _finite(column) or (reciprocal and not column.all()):  # floats: all() means none is 0
+            return None  # the dense array's 0 * inf and 0 / 0 are NaN: let it compute them
+        bands: Bands = {}
+        for offset, (lo, vals) in self.bands.items():
+            piece = column[lo + offset : lo + offset + vals.shape[0]]
+            bands[offset] = (lo, vals / piece if reciprocal else vals * piece)
+        dtype = next(iter(bands.values()))[1].dtype if bands else np.result_type(self.dtype, column)
         return self._like(bands, dtype)
 
     def _selected(self, condition: np.ndarray, keep: bool, zero: Any) -> Optional["BandedCotangent"]:
@@ -454,16 +486,37 @@ class BandedCotangent(NDArrayOperatorsMixin):
         if not _finite(m):
             return None  # the dense product's 0 * inf terms are NaN: let it compute them
         rows = self.shape[0]
-        dtype = np.result_type(self.dtype, m.dtype)
         if len(self.bands) == 1:
             ((offset, (lo, vals)),) = self.bands.items()
             if lo == 0 and vals.shape[0] == rows:
                 return vals[:, None] * m[offset : offset + rows]
+        dtype = np.result_type(self.dtype, m.dtype)
         out = np.zeros((rows, m.shape[1]), dtype=dtype)
         for offset, (lo, vals) in self.bands.items():
             n = vals.shape[0]
             out[lo : lo + n] += vals[:, None] * m[lo + offset : lo + offset + n]
         return out
+
+    # The sweep's commonest operations (a rule's ``g * x``, ``g / x``, ``g @ m`` with a plain
+    # array) go straight to their handlers: NumPy's dispatch to __array_ufunc__ costs more
+    # than the handler.  Anything else takes the mixin's way, through __array_ufunc__.
+    def __mul__(self, other: Any) -> Any:
+        if type(other) is not np.ndarray:
+            return NDArrayOperatorsMixin.__mul__(self, other)
+        out = self._scaled(other)
+        return out if out is not None else np.multiply(self.dense(), other)
+
+    def __truediv__(self, other: Any) -> Any:
+        if type(other) is not np.ndarray:
+            return NDArrayOperatorsMixin.__truediv__(self, other)
+        out = self._scaled(other, reciprocal=True)
+        return out if out is not None else np.true_divide(self.dense(), other)
+
+    def __matmul__(self, other: Any) -> Any:
+        if type(other) is not np.ndarray:
+            return NDArrayOperatorsMixin.__matmul__(self, other)
+        out = self._rows_times(other)
+        return out if out is not None else np.matmul(self.dense(), other)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
@@ -486,6 +539,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
 
 _WHOLE = slice(None)
+_UNIT = (1,)  # the element strides of a 1-D value in C order
 
 
 def _full_index(index: Any, ndim: int) -> Optional[tuple]:
@@ -515,7 +569,27 @@ def _finite(value: Any) -> bool:
     """Whether every entry of a scalar or array is finite (NaN and inf are not)."""
     if isinstance(value, float):
         return math.isfinite(value)
+    if type(value) is np.ndarray and value.size >= _SUMMED and _sum_finite(value):
+        return True  # one sum proves it; a "maybe not" is settled entry by entry
     return bool(np.isfinite(value).all())
+
+
+#: From this many entries on, a sum (:func:`_sum_finite`) is tried before ``np.isfinite``.
+_SUMMED = 4096
+
+
+def _sum_finite(values: np.ndarray) -> bool:
+    """``True`` only if every entry of a float or complex array is finite; ``False`` says "maybe not".
+
+    Once an addend is inf or NaN the sum is too, so a finite sum proves every
+    entry finite; a sum that overflows from finite entries is a false "maybe
+    not".  ``einsum`` sums in one vectorised pass, faster than ``np.isfinite``
+    (which writes an array of booleans) and than ``np.add.reduce``, and it sets
+    no floating-point warning (``inf - inf``, an overflow) that the user would see.
+    """
+    if values.dtype.kind not in "fc" or not values.flags.c_contiguous:
+        return False
+    return cmath.isfinite(np.einsum("i->", values.reshape(-1)))
 
 
 def _other(a: Any, b: Any) -> Tuple[BandedCotangent, Any, bool]:

@@ -7,6 +7,7 @@ call the one backward sweep, and shape the results.
 
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -247,8 +248,8 @@ def jacobian_request(
     _require_values(tape)
     _require_real(y)
     t = resolve(y, tape)
-    yshape = np.shape(y)
-    size = int(np.prod(yshape, dtype=np.int64))
+    yshape = _shape(y)
+    size = math.prod(yshape)
     sources = _source_nodes(tape, xs)
     if t is None or size == 0:
         found: dict = {}
@@ -290,8 +291,8 @@ def jacobian_request(
             parts = [(n, rows[i : i + n] if r is _FILLED else r) for i, (n, r) in zip(_offsets(parts), parts)]
         parts = [r if r is not None else _zeros_like_source(x, (n,)) for n, r in parts]
         full = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-        if np.shape(full) != yshape + np.shape(x):  # a view would cost a copy later
-            full = np.reshape(full, yshape + np.shape(x))
+        if np.shape(full) != yshape + _shape(x):  # a view would cost a copy later
+            full = np.reshape(full, yshape + _shape(x))
         results.append(full)
     return results
 
@@ -309,8 +310,13 @@ _FILLED = object()
 
 def _automatic_chunk(size: int, xs: Sequence[Any], itemsize: int) -> int:
     """Rows per sweep for a Jacobian of ``size`` outputs when the caller gave no ``chunk_size``."""
-    widest = max([size] + [int(np.size(x)) for x in xs])
+    widest = max([size] + [math.prod(_shape(x)) for x in xs])
     return max(1, min(size, AUTO_CHUNK_BYTES // max(1, widest * itemsize)))
+
+
+def _shape(value: Any) -> tuple:
+    """``np.shape(value)``; a tracer's without NumPy's dispatch (a constant call, several microseconds)."""
+    return value.shape if type(value) is Tracer else np.shape(value)
 
 
 def _offsets(parts: list) -> list:

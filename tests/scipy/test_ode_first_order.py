@@ -328,3 +328,25 @@ def test_the_jacobian_check_catches_coupled_columns(monkeypatch, columns):
     g = tg.grad(loss)(th)
     assert columns and not any(columns)
     np.testing.assert_allclose(g, _fd(loss, th), rtol=1e-5)
+
+
+def test_blocks_of_columns_give_the_one_call(monkeypatch, columns):
+    from tapegrad.solvers import _sensitivity
+
+    n = 6
+
+    def decay(t, y, a):
+        return -a[:n] * y + a[n:] * np.cos(t)
+
+    def loss(a):
+        sol = solve_ivp(decay, (0.0, 3.0), np.linspace(1.0, 2.0, n), args=(a,), t_eval=[1.0, 2.0, 3.0], rtol=1e-9,
+                        atol=1e-11)
+        return np.sum(sol.y ** 2)
+
+    a = np.concatenate([np.linspace(0.5, 1.5, n), np.linspace(-0.2, 0.3, n)])
+    whole = tg.grad(loss)(a)
+    monkeypatch.setattr(_sensitivity, "COLUMN_VALUES", 8 * n * 3 * n)  # blocks of 48 columns
+    blocks = tg.grad(loss)(a)
+    assert columns and all(columns)
+    np.testing.assert_allclose(blocks, whole, rtol=1e-13)
+    np.testing.assert_allclose(whole, _fd(loss, a), rtol=1e-6, atol=1e-9)

@@ -53,6 +53,8 @@ CHUNK_VALUES = 16
 
 #: Columns whose values (and two whose Jacobians) the column-wise evaluation is checked at.
 CHECKED_COLUMNS = 16
+#: At most about this many values of cotangents per block of columns (n x (n + m) per column).
+COLUMN_VALUES = 1 << 22
 
 
 def _agrees(out: np.ndarray, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> bool:
@@ -109,6 +111,27 @@ def columns_jacobian(fun: Callable, call: Callable, args: tuple, tfirst: bool, p
     n, size = states.shape[1], times.size
     if size < 2 * CHECKED_COLUMNS or any(np.asarray(plain_leaves[k]).dtype.kind != "f" for k in traced):
         return None  # few points: the recording per point costs no more
+    m = sum(int(np.size(plain_leaves[k])) for k in traced)
+    # Blocks of columns, so that the batch of cotangents (n x (n + m) per column) stays bounded.
+    block = max(2 * CHECKED_COLUMNS, COLUMN_VALUES // max(1, n * (n + m)))
+    fys, fps = [], []
+    for start in range(0, size, block):
+        stop = size if size - start < block + 2 * CHECKED_COLUMNS else start + block  # no tiny last block
+        found = _columns_block(fun, call, structure, plain_leaves, traced, tfirst, plain_rhs, times[start:stop],
+                               states[start:stop])
+        if found is None:
+            return None
+        fys.append(found[0])
+        fps.append(found[1])
+        if stop == size:
+            break
+    return np.concatenate(fys), np.concatenate(fps)
+
+
+def _columns_block(fun: Callable, call: Callable, structure: Any, plain_leaves: list, traced: list, tfirst: bool,
+                   plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> Optional[tuple]:
+    """:func:`columns_jacobian` on one block of columns."""
+    n, size = states.shape[1], times.size
 
     def columns(y: Any, *per_column: Any) -> Any:
         filled = list(plain_leaves)
