@@ -832,3 +832,27 @@ def test_planned_sweep_sequence_arguments():
     assert re.search(r"pe\d+ = k\d+\(c\d+", source) and re.search(r"= pe\d+\[\d+\]", source)
     agree(rhs_like, RANDOM_INPUTS[:4], make=tg.hessian)
     agree(rhs_like, [(x, x[::-1].copy()) for x in RANDOM_INPUTS[:4]], make=tg.hvp)
+
+
+def test_writing_into_a_recorded_argument_then_passing_its_old_values():
+    # The recording's constants are views of the array it was recorded with (x[:, 0] here): after the
+    # caller writes into that array, another array holding the recorded values must not replay them.
+    def f(w, x):
+        return np.sum(np.tanh(x @ w) * x[:, 0])
+
+    w = np.array([0.3, -0.2])
+    big = np.array([[1.0, 2.0, 5.0], [3.0, -1.0, 4.0]])
+    x = big[:, :2]
+    original = x.copy()
+    reused = tg.grad(f, reuse=True)
+    for k in range(3):
+        np.testing.assert_array_equal(reused(w, x), tg.grad(f)(w, x))
+    big[:] = 7.0  # through the base array: x sees it
+    for args in ((w, original.copy()), (w, x), (w, original.copy())):
+        np.testing.assert_array_equal(reused(w, *args[1:]), tg.grad(f)(w, *args[1:]))
+    # jacobian and hvp share the guard
+    jac = tg.jacobian(lambda w, x: np.tanh(x @ w) * x[:, 0], reuse=True)
+    y = original.copy()
+    first = jac(w, y)
+    y[:] = -3.0
+    np.testing.assert_array_equal(jac(w, original.copy()), first)

@@ -302,6 +302,10 @@ class _Reusable:
             return _STALE
         if len(values) != len(program.values) or not all(same(v, r) for v, r in zip(values, program.values)):
             return _STALE
+        # The recording's constants may be (views of) the arrays it was recorded with: another
+        # array of the recorded values is only as good as those, if the caller wrote into them since.
+        if not all(v is o or same(o, r) for v, o, r in zip(values, program.originals, program.values)):
+            return _STALE
         if len(pins) != len(program.pins) or not all(p is q for p, q in zip(pins, program.pins)):
             return _STALE
         raws = [x if type(x) is np.ndarray else as_source_value(x)[0] for x in inputs]
@@ -386,6 +390,7 @@ class _Reusable:
                 raise Refused(f"its recording does not replay ({type(exc).__name__}: {exc})") from None
             program.environment = environment
             program.values = [v.copy() for v in values]
+            program.originals = list(values)
             program.pins = pins
             program.out, program.aux = out_spec, aux_spec
             program.sources = [

@@ -196,7 +196,7 @@ class Program:
         from ``seed`` (see :func:`compile_recording`).
     """
 
-    __slots__ = ("run", "run_gradient", "constant_ids", "inputs", "memo", "environment", "values", "pins", "out", "aux", "single", "sources",
+    __slots__ = ("run", "run_gradient", "constant_ids", "inputs", "memo", "environment", "values", "originals", "pins", "out", "aux", "single", "sources",
                  "source", "checked", "sweep", "run_vjp")
 
     def evaluate(self, raws: list) -> Optional[Tape]:
