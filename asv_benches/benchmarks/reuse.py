@@ -12,8 +12,9 @@ Three workloads:
     and a hand-written NumPy gradient (the floor).
 ``ode_fit``
     The Lotka-Volterra fit of ``compare_ode.py`` through ``solve_ivp`` (RK45, rtol
-    1e-8): its gradient (the ODE rule records the right-hand side's Jacobian once
-    per solve and replays it) against a plain solve.
+    1e-8): its gradient against a plain solve, with the parameters in ``args=`` and
+    in a closure (at first order the ODE rule evaluates the right-hand side once,
+    column-wise, on every collocation node: tapegrad.solvers._sensitivity).
 
 ``time_*`` are asv timings; ``track_*_ratio`` time the pair in alternation in
 one process (median of per-round ratios, garbage collector on).  The same
@@ -88,6 +89,18 @@ def ode_problem() -> Any:
     return C.make_problem("lotka_volterra")
 
 
+def closure_loss(p: Any) -> Callable[[Any], Any]:
+    """The same fit with the parameters reaching the right-hand side through a closure, not ``args=``."""
+    from scipy.integrate import solve_ivp
+
+    def loss(th: Any) -> Any:
+        sol = solve_ivp(lambda t, y: p.rhs(np, t, y, th), (0.0, p.t_end), p.y0, t_eval=p.times, rtol=1e-8,
+                        atol=1e-10)
+        return np.sum(((sol.y - p.data) / p.scale[:, None]) ** 2)
+
+    return loss
+
+
 # ---------------------------------------------------------------------- shared by compare.py
 def entries() -> Dict[str, Tuple[Tuple[str, Callable[[], Any]], ...]]:
     """For each workload, ``(label, call)`` pairs; the first is the floor the others are divided by."""
@@ -112,7 +125,10 @@ def entries() -> Dict[str, Tuple[Tuple[str, Callable[[], Any]], ...]]:
         return out
     theta = p.theta
     ode_grad = tg.grad(p.loss)
-    out["ode_fit"] = (("solve_ivp", lambda: p.loss(theta)), ("grad", lambda: ode_grad(theta)))
+    closure = closure_loss(p)
+    closure_grad = tg.grad(closure)
+    out["ode_fit"] = (("solve_ivp", lambda: p.loss(theta)), ("grad", lambda: ode_grad(theta)),
+                      ("grad, closure", lambda: closure_grad(theta)))
     return out
 
 
@@ -193,11 +209,18 @@ class OdeFitReuse:
     def setup(self) -> None:
         self.p = ode_problem()
         self.grad = tg.grad(self.p.loss)
+        self.closure_grad = tg.grad(closure_loss(self.p))
 
     def time_solve(self) -> None:
         self.p.loss(self.p.theta)
 
     def time_grad(self) -> None:
+        self.grad(self.p.theta)
+
+    def time_grad_closure(self) -> None:
+        self.closure_grad(self.p.theta)
+
+    def peakmem_grad(self) -> None:
         self.grad(self.p.theta)
 
     def track_grad_over_solve(self) -> float:
