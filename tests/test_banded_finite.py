@@ -15,7 +15,9 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import backward
-from tapegrad.banded import _SUMMED, BandedCotangent, _finite
+from tapegrad.banded import BandedCotangent
+from tapegrad.finiteness import SUMMED as _SUMMED
+from tapegrad.finiteness import finite as _finite
 from tapegrad.strong import strong_zeros
 
 from .test_banded import dense_builds

@@ -23,13 +23,14 @@ optimisation, only sooner or later.
 
 from __future__ import annotations
 
-import cmath
 import math
 import numbers
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin  # operators through __array_ufunc__
+
+from .finiteness import SUMMED, finite, mark_nan_free, sum_finite
 
 __all__ = ["BandedCotangent", "plain", "MAX_BANDS"]
 
@@ -378,7 +379,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
         pieces = self._per_band(factor)
         if pieces is None:
             return None
-        if not _finite(factor) or (reciprocal and not np.all(factor != 0)):
+        if not finite(factor) or (reciprocal and not np.all(factor != 0)):
             return None
         bands: Bands = {}
         for (offset, (lo, vals)), f in zip(self.bands.items(), pieces):
@@ -404,14 +405,17 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _column_scaled(self, column: np.ndarray, reciprocal: bool) -> Optional["BandedCotangent"]:
         """:meth:`_scaled` by one float per column (see :meth:`_takes_column`): the same numbers, fewer steps."""
-        if not _finite(column) or (reciprocal and not column.all()):  # floats: all() means none is 0
+        if not finite(column) or (reciprocal and not column.all()):  # floats: all() means none is 0
             return None  # the dense array's 0 * inf and 0 / 0 are NaN: let it compute them
         bands: Bands = {}
+        dtype = np.result_type(self.dtype, column) if not self.bands else None
         for offset, (lo, vals) in self.bands.items():
-            piece = column[lo + offset : lo + offset + vals.shape[0]]
+            n = vals.shape[0]
+            piece = column if lo + offset == 0 and n == column.shape[0] else column[lo + offset : lo + offset + n]
             bands[offset] = (lo, vals / piece if reciprocal else vals * piece)
-        dtype = next(iter(bands.values()))[1].dtype if bands else np.result_type(self.dtype, column)
-        return self._like(bands, dtype)
+            if dtype is None:  # the first band's, as before (a dtype's truth is its field count)
+                dtype = bands[offset][1].dtype
+        return BandedCotangent(self.shape, bands, dtype, (self.length, 0, _UNIT))
 
     def _selected(self, condition: np.ndarray, keep: bool, zero: Any) -> Optional["BandedCotangent"]:
         """``np.where(condition, self, zero)`` (``keep``) or ``np.where(condition, zero, self)``.
@@ -483,9 +487,13 @@ class BandedCotangent(NDArrayOperatorsMixin):
             return None
         if not self._standard():
             return None
-        if not _finite(m):
-            return None  # the dense product's 0 * inf terms are NaN: let it compute them
         rows = self.shape[0]
+        if len(self.bands) == 1 and rows == m.shape[0] and m.size >= SUMMED:
+            out = self._diagonal_times(m)
+            if out is not None:
+                return out
+        if not finite(m):
+            return None  # the dense product's 0 * inf terms are NaN: let it compute them
         if len(self.bands) == 1:
             ((offset, (lo, vals)),) = self.bands.items()
             if lo == 0 and vals.shape[0] == rows:
@@ -495,6 +503,22 @@ class BandedCotangent(NDArrayOperatorsMixin):
         for offset, (lo, vals) in self.bands.items():
             n = vals.shape[0]
             out[lo : lo + n] += vals[:, None] * m[lo + offset : lo + offset + n]
+        return out
+
+    def _diagonal_times(self, m: np.ndarray) -> Optional[np.ndarray]:
+        """``self @ m`` for a full main diagonal, proved finite by one sum (else ``None``: the general path).
+
+        Each row of ``m`` meets a diagonal entry, so a finite product proves ``m`` finite,
+        and it is known free of NaN (:func:`nan_free`): the sweep need not look again.
+        """
+        ((offset, (lo, vals)),) = self.bands.items()
+        if offset != 0 or lo != 0 or vals.shape[0] != m.shape[0]:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):  # a rejected product warns on the general path
+            out = vals[:, None] * m
+        if not sum_finite(out):
+            return None
+        mark_nan_free(out)
         return out
 
     # The sweep's commonest operations (a rule's ``g * x``, ``g / x``, ``g @ m`` with a plain
@@ -563,33 +587,6 @@ def _c_strides(vshape: tuple) -> tuple:
         strides.append(step)
         step *= n
     return tuple(reversed(strides))
-
-
-def _finite(value: Any) -> bool:
-    """Whether every entry of a scalar or array is finite (NaN and inf are not)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if type(value) is np.ndarray and value.size >= _SUMMED and _sum_finite(value):
-        return True  # one sum proves it; a "maybe not" is settled entry by entry
-    return bool(np.isfinite(value).all())
-
-
-#: From this many entries on, a sum (:func:`_sum_finite`) is tried before ``np.isfinite``.
-_SUMMED = 4096
-
-
-def _sum_finite(values: np.ndarray) -> bool:
-    """``True`` only if every entry of a float or complex array is finite; ``False`` says "maybe not".
-
-    Once an addend is inf or NaN the sum is too, so a finite sum proves every
-    entry finite; a sum that overflows from finite entries is a false "maybe
-    not".  ``einsum`` sums in one vectorised pass, faster than ``np.isfinite``
-    (which writes an array of booleans) and than ``np.add.reduce``, and it sets
-    no floating-point warning (``inf - inf``, an overflow) that the user would see.
-    """
-    if values.dtype.kind not in "fc" or not values.flags.c_contiguous:
-        return False
-    return cmath.isfinite(np.einsum("i->", values.reshape(-1)))
 
 
 def _other(a: Any, b: Any) -> Tuple[BandedCotangent, Any, bool]:

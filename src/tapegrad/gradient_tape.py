@@ -8,11 +8,10 @@ from typing import Any, Iterator, Optional
 from . import constructors as _constructors
 from .errors import TapeError
 from .lazy import any_duck, guard
+from .derived_requests import batch_jacobian_request, structured_gradient
 from .requests import (
-    batch_jacobian_request,
     check_unconnected,
     fresh_results,
-    structured_gradient,
     jacobian_request,
 )
 from .graph import tape_to_dot

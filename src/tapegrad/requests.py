@@ -17,9 +17,7 @@ from .backward import backward, basis_rows, plain_root, seed_for
 from .tracer import strip
 from .errors import TapeError
 from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
-from .outputs import read_outputs
 from .tape import Tape
-from .tree import flatten, flatten_up_to, unflatten
 from .tracer import Tracer, unwrap_above
 
 __all__ = [
@@ -28,10 +26,8 @@ __all__ = [
     "gradient_request",
     "vjp_request",
     "jacobian_request",
-    "batch_jacobian_request",
     "check_unconnected",
     "fresh_results",
-    "structured_gradient",
 ]
 
 _UNCONNECTED = ("none", "zero")
@@ -136,7 +132,11 @@ def fresh_results(results: list, foreign: Sequence[Any] = ()) -> list:
     seen = {id(f) for f in foreign}
     out = []
     for r in results:
-        if r is not None and type(r) is not Tracer:
+        if type(r) is np.ndarray:  # the commonest result: no library checks
+            if id(r) in seen or not r.flags.owndata or not r.flags.writeable:
+                r = r.copy()
+            seen.add(id(r))
+        elif r is not None and type(r) is not Tracer:
             if is_dask(r):
                 pass  # immutable and lazy: nothing to copy, and np.asarray would compute it
             elif is_duck_array(r):
@@ -343,64 +343,3 @@ def _fill_rows(filled: list, k: int, rows: Any, start: int, stop: int, yshape: t
         return rows
     target[start:stop] = rows
     return _FILLED
-
-
-def batch_jacobian_request(
-    tape: Tape,
-    y: Any,
-    x: Any,
-    unconnected: str = "none",
-    chunk_size: Optional[int] = None,
-) -> Any:
-    """Per-row Jacobians of ``y`` (B, ...) w.r.t. ``x`` (B, ...) whose rows are independent.
-
-    Every batch row gets the same basis cotangent at once, so the sweep carries
-    only ``prod(y.shape[1:])`` cotangents instead of ``y.size``.
-    """
-    _require_real(y)
-    yshape, xshape = np.shape(y), np.shape(x)
-    if not yshape or not xshape or yshape[0] != xshape[0]:
-        raise ValueError(
-            f"batch_jacobian needs target and source with the same leading batch axis, got {yshape} and {xshape}"
-        )
-    rows, row_shape, xrow = yshape[0], yshape[1:], xshape[1:]
-    size = int(np.prod(row_shape, dtype=np.int64))
-    sources = _source_nodes(tape, [x])
-    t = resolve(y, tape)
-    if t is None or sources[0] is None or size == 0:
-        if unconnected == "none" and size:
-            return None
-        return np.zeros((rows,) + row_shape + xrow, dtype=np.result_type(x))
-    step = size if chunk_size is None else int(chunk_size)
-    if step < 1:
-        raise ValueError("chunk_size must be a positive integer")
-    pieces = []
-    for start in range(0, size, step):
-        stop = min(size, start + step)
-        basis = follow_library(basis_rows(stop - start, size, start, row_shape, t.dtype, structured=False), strip(t))
-        seed = np.broadcast_to(basis[:, None], (stop - start, rows) + row_shape)
-        found = backward(tape, [(t._index, t._out)], [seed], [sources[0]._index], (stop - start,))
-        (piece,) = _finish([x], sources, found, (stop - start,), "zero")
-        pieces.append(piece)
-    full = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
-    full = np.moveaxis(full, 0, 1)
-    return np.reshape(full, (rows,) + row_shape + xrow)
-
-
-def structured_gradient(
-    tape: Tape, ys: Any, xs: Any, grad_ys: Any, stop_gradients: Sequence[Any], unconnected: str
-) -> Any:
-    """:func:`gradient_request` for nested structures: the one body of ``tg.gradients`` and
-    ``GradientTape.gradient``.  Results keep the structure of ``xs``.
-
-    Targets that wrap a tracer (a ``DataArray``, a ``Quantity``) are read through
-    (:func:`tapegrad.outputs.read_outputs`), and so are weights given in such wrappers.
-    """
-    ys = read_outputs(ys, "the target")[0]
-    if grad_ys is not None:
-        grad_ys = read_outputs(grad_ys, "output_gradients", strict=False)[0]
-    y_leaves, y_structure = flatten(ys)
-    x_leaves, structure = flatten(xs)
-    gys = None if grad_ys is None else flatten_up_to(y_structure, grad_ys)
-    results = gradient_request(tape, y_leaves, x_leaves, gys, stop_gradients, unconnected)
-    return unflatten(structure, fresh_results(results, gys or ()))

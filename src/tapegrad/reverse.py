@@ -19,13 +19,12 @@ from . import constructors as _constructors
 from .backward import StrongZerosNeeded, as_seed, strong_zeros
 from .errors import TapeError, element_store_error
 from .lazy import guard_values  # Dask values stay lazy
+from .derived_requests import batch_jacobian_request, structured_gradient
 from .requests import (
-    batch_jacobian_request,
     check_unconnected,
     dtype_of,
     fresh_results,
     gradient_request,
-    structured_gradient,
     jacobian_request,
     leading_batch,
     vjp_request,

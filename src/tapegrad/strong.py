@@ -14,6 +14,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from .banded import BandedCotangent
+from .finiteness import nan_free
 from .lazy import is_duck_array
 from .registry import RULE_TABLE
 from .sparse_batch import SparseCotangent
@@ -56,7 +58,7 @@ def strong_zeros(mode: str = "on") -> Iterator[None]:
 def lazy_seeds(seeds: Sequence[Any]) -> bool:
     """Whether a seed is a lazy (Dask) array, which cannot be looked at without computing."""
     for seed in seeds:
-        if type(seed) is not np.ndarray and is_duck_array(seed):
+        if type(seed) is not np.ndarray and type(seed) is not BandedCotangent and is_duck_array(seed):
             return True
     return False
 
@@ -74,6 +76,8 @@ def has_nan(value: Any) -> bool:
         return False  # Dask and co. never get here (their sweeps start with strong zeros)
     if raw.dtype.kind == "c":
         return bool(np.isnan(raw).any())
+    if nan_free(raw):  # a banded product proved finite as it was made
+        return False
     # np.minimum propagates NaN: the minimum is NaN exactly when an entry is NaN. One
     # thread, no BLAS (a BLAS dot's second thread spins for a busy core on small machines).
     return raw.size > 0 and math.isnan(np.minimum.reduce(raw, axis=None))
