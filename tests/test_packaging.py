@@ -80,3 +80,15 @@ def test_type_hints_ship_with_the_package():
     assert (Path(tapegrad.__file__).parent / "py.typed").is_file()
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["tapegrad"]
     assert tapegrad.grad.__annotations__  # the public API carries hints for type checkers to read
+
+
+#: Issue 31: the core (tracer, tape, dispatch, registry, backward, requests, banded) stays small;
+#: fast paths and optional machinery live in modules of their own.
+CORE_MODULES = ("tracer", "tape", "dispatch", "registry", "backward", "requests", "banded")
+CORE_LINES = 3400
+
+
+def test_the_core_stays_under_its_line_budget():
+    src = Path(tapegrad.__file__).parent
+    lines = {name: len((src / f"{name}.py").read_text().splitlines()) for name in CORE_MODULES}
+    assert sum(lines.values()) < CORE_LINES, f"the core has {sum(lines.values())} lines: {lines}"
