@@ -350,3 +350,27 @@ def test_blocks_of_columns_give_the_one_call(monkeypatch, columns):
     assert columns and all(columns)
     np.testing.assert_allclose(blocks, whole, rtol=1e-13)
     np.testing.assert_allclose(whole, _fd(loss, a), rtol=1e-6, atol=1e-9)
+
+
+def test_many_parameters_take_the_adjoint_of_the_recursion(monkeypatch, spy):
+    # A weight matrix of a small neural right-hand side: n x m forward sensitivities per node
+    # would be large, so the stages come from the recursion's adjoint (the same numbers).
+    rng = np.random.default_rng(3)
+    w1, w2 = 0.3 * rng.standard_normal((16, 2)), 0.3 * rng.standard_normal((2, 16))
+
+    def net(t, y, a, b):
+        return b @ np.tanh(a @ y) - 0.1 * y
+
+    def loss(weights):
+        a, b = weights[:32].reshape(16, 2), weights[32:].reshape(2, 16)
+        sol = solve_ivp(net, (0.0, 2.0), [1.0, -0.5], t_eval=[1.0, 2.0], args=(a, b), rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2)
+
+    weights = np.concatenate([w1.ravel(), w2.ravel()])
+    small = tg.grad(loss)(weights)
+    monkeypatch.setattr(integrate, "SENSITIVITY_VALUES", 10)
+    adjoint = tg.grad(loss)(weights)
+    assert spy and all(spy)
+    np.testing.assert_allclose(adjoint, small, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(adjoint, _chord(monkeypatch, loss, weights), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(adjoint, _fd(loss, weights), rtol=1e-5, atol=1e-8)

@@ -74,6 +74,9 @@ __all__: list = []
 
 
 # ---------------------------------------------------------------------- collocation
+#: At most about this many forward sensitivities (nodes x states x traced inputs) are held.
+SENSITIVITY_VALUES = 1 << 22
+
 @functools.lru_cache(maxsize=None)
 def radau_iia(q: int) -> tuple:
     """Nodes ``c``, matrix ``A`` and Lagrange coefficients of ``q``-stage Radau IIA collocation."""
@@ -238,7 +241,10 @@ class Collocation:
         args_jacobian = ArgsJacobian(*parts)
         inputs = ([self.y0] if levels_of(self.y0) else []) + args_jacobian.traced_leaves()
         found = None
-        if args_jacobian.usable and inputs:
+        # Forward sensitivities hold n x m numbers per node (m: the traced inputs' size); past a
+        # bound (many parameters) the adjoint of the recursion, which holds none, is the way.
+        m = (n if levels_of(self.y0) else 0) + sum(args_jacobian.sizes)
+        if args_jacobian.usable and inputs and times.size * n * m <= SENSITIVITY_VALUES:
             found = columns_jacobian(*parts, self.rhs.plain, times, states) or args_jacobian.at(times, states)
         if found is None:  # traced values reach the callback another way (a closure): propagate them
             return self._propagated(parts, times, states)
