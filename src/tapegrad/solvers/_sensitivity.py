@@ -337,21 +337,26 @@ class Recursion:
         return out.reshape(steps, q, n)
 
     def adjoint(self, g: Any) -> tuple:
-        """``(dF_bar (..., n, K), dy0_bar (..., n))`` for ``g`` of shape ``(..., N, q, n)`` (traceable NumPy)."""
+        """``(dF_bar (..., n, K), dy0_bar (..., n))`` for ``g`` of shape ``(..., N, q, n)`` (traceable NumPy).
+
+        The states' cotangents ``c_i`` flow backwards: ``c_i = t_i (K_i^{-1} E)`` with
+        ``t_i = g_i + [0, ..., 0, c_{i+1}]``; the part of ``g_i`` is one batched product for
+        all steps, so each step adds one small product.
+        """
         steps, q, n = self.steps, self.q, self.n
         batch = np.shape(g)[:-3]
         flat = np.reshape(g, batch + (steps, q * n))
-        carry = np.zeros(batch + (n,))
-        lead = np.zeros(batch + ((q - 1) * n,))
-        totals = [None] * steps
-        for i in range(steps - 1, -1, -1):  # the states' cotangents flow backwards, step by step
-            total = flat[..., i, :] + np.concatenate([lead, carry], axis=-1)
-            totals[i] = total
-            carry = np.matmul(total[..., None, :], self.carried[i])[..., 0, :]
-        stacked = np.stack(totals, axis=-2)  # (..., N, q n)
-        df = np.matmul(stacked[..., None, :], self.forced)[..., 0, :]  # M_i^T total_i
+        own = np.matmul(flat[..., None, :], self.carried)[..., 0, :]  # g_i (K^{-1} E): (..., N, n)
+        last = self.carried[:, (q - 1) * n:]  # how c_{i+1} reaches c_i: (N, n, n)
+        carries = [None] * (steps + 1)
+        carries[steps] = np.zeros(batch + (n,))
+        for i in range(steps - 1, -1, -1):
+            carries[i] = own[..., i, :] + np.matmul(carries[i + 1][..., None, :], last[i])[..., 0, :]
+        later = np.stack(carries[1:], axis=-2)  # c_{i+1} for each step: (..., N, n)
+        totals = np.concatenate([flat[..., : (q - 1) * n], flat[..., (q - 1) * n:] + later], axis=-1)
+        df = np.matmul(totals[..., None, :], self.forced)[..., 0, :]  # M_i^T t_i
         df = np.swapaxes(np.reshape(df, batch + (steps * q, n)), -1, -2)
-        return df, carry
+        return df, carries[0]
 
 
 def _propagate(df: Any, dy0: Any, recursion: Recursion) -> np.ndarray:
