@@ -121,6 +121,17 @@ _ENV_CHOICE = os.environ.get("TAPEGRAD_INTERCEPT_SCIPY", "").strip() != "0"
 _choice: Optional[bool] = None
 _lock = threading.RLock()
 _loaded: set = set()  # SciPy module names whose rule module was imported (or found missing)
+_modules_seen: tuple = ()  # sys.modules' size and newest entry at the last look for rule modules
+
+
+def _modules_changed() -> bool:
+    """Whether a module was imported since the last call (a look at sys.modules costs less than a scan)."""
+    global _modules_seen
+    seen = (len(sys.modules), next(reversed(sys.modules), None))
+    if seen == _modules_seen:
+        return False
+    _modules_seen = seen
+    return True
 _installed = False
 _window_open = False  # a recording window is open (the trampolines may linger after it)
 _swaps: Dict[Any, "_Swap"] = {}  # function -> how to swap it (made once per function)
@@ -195,7 +206,7 @@ def install() -> None:
     _namespaces_on()
     with _lock:  # SciPy's functions, and NumPy's own Python functions with a rule (np.vectorize)
         _window_open = True
-        if len(_loaded) < len(RULE_MODULES):
+        if len(_loaded) < len(RULE_MODULES) and _modules_changed():
             load_rules()  # a SciPy module imported since the last window brings its rules
         if _installed and _planned_size == len(INTERCEPTED):
             return  # still in place since the last window (they linger: see uninstall)
