@@ -374,3 +374,65 @@ def test_many_parameters_take_the_adjoint_of_the_recursion(monkeypatch, spy):
     np.testing.assert_allclose(adjoint, small, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(adjoint, _chord(monkeypatch, loss, weights), rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(adjoint, _fd(loss, weights), rtol=1e-5, atol=1e-8)
+
+
+# ---------------------------------------------------------------------- second order: the chord step on columns
+def _per_node_hessian(monkeypatch, f, x):
+    with monkeypatch.context() as m:
+        m.setattr(integrate, "columns_jacobian", lambda *args: None)
+        return tg.hessian(f)(x)
+
+
+@pytest.mark.parametrize("method", ["RK45", "Radau"])
+def test_hessians_call_the_right_hand_side_once_per_chord_step(monkeypatch, method):
+    calls = []
+
+    def counted(t, y, th):
+        calls.append(np.ndim(t))
+        return lotka(t, y, th)
+
+    def loss(p):
+        sol = solve_ivp(counted, (0.0, 3.0), p[:2], t_eval=[1.0, 2.0, 3.0], args=(p[2:],), method=method,
+                        rtol=1e-9, atol=1e-11)
+        return np.sum(sol.y ** 2) / 100.0
+
+    hess = tg.hessian(loss)(P0)
+    on_columns = len(calls)
+    calls.clear()
+    per_node = _per_node_hessian(monkeypatch, loss, P0)
+    # node by node, each of the two chord steps calls it once per collocation node (over 100 nodes here);
+    # on columns, once per chord step
+    assert len(calls) - on_columns > 200
+    np.testing.assert_allclose(hess, per_node, rtol=1e-9, atol=1e-12)
+    grad, h = tg.grad(loss), 1e-5
+    fd = np.stack([(grad(P0 + h * e) - grad(P0 - h * e)) / (2 * h) for e in np.eye(P0.size)])
+    np.testing.assert_allclose(hess, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_closure_hessian_and_hvp(monkeypatch):
+    def loss(p):
+        k, y0 = p[0], p[1:]
+        sol = solve_ivp(lambda t, y: -k * y + 0.3 * np.sin(t) * y[::-1], (0.0, 2.0), y0, t_eval=[0.5, 2.0],
+                        rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 3)
+
+    p = np.array([0.8, 1.0, -0.5])
+    hess = tg.hessian(loss)(p)
+    np.testing.assert_allclose(hess, _per_node_hessian(monkeypatch, loss, p), rtol=1e-9, atol=1e-12)
+    v = np.array([0.3, -1.0, 2.0])
+    np.testing.assert_allclose(tg.hvp(loss)(p, v), hess @ v, rtol=1e-9, atol=1e-12)
+
+
+def test_kinked_right_hand_side_pieces_at_second_order(monkeypatch):
+    def loss(p):
+        # a switch where y[0] crosses 0.5: the pieces' chord steps run column-wise too
+        sol = solve_ivp(lambda t, y, a: np.array([-a[0] * np.maximum(y[0] - 0.5, 0.0) - a[1] * y[0]]),
+                        (0.0, 3.0), [2.0], t_eval=[1.0, 3.0], args=(p,), rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 2)
+
+    p = np.array([1.5, 0.2])
+    hess = tg.hessian(loss)(p)
+    np.testing.assert_allclose(hess, _per_node_hessian(monkeypatch, loss, p), rtol=1e-8, atol=1e-11)
+    grad, h = tg.grad(loss), 1e-5
+    fd = np.stack([(grad(p + h * e) - grad(p - h * e)) / (2 * h) for e in np.eye(2)])
+    np.testing.assert_allclose(hess, fd, rtol=1e-4, atol=1e-7)

@@ -18,6 +18,12 @@ import tapegrad as tg
 from tapegrad.solvers import integrate
 
 
+def _per_node(monkeypatch):
+    """The traced chord step node by node, with f_y from the replayed recording (no column-wise forms)."""
+    monkeypatch.setattr(integrate.Collocation, "_first_order", lambda self: None)
+    monkeypatch.setattr(integrate, "columns_jacobian", lambda *args: None)
+
+
 def _without_reuse(monkeypatch):
     monkeypatch.setattr(integrate, "_reused_jacobian", lambda rhs: None)
 
@@ -73,7 +79,7 @@ def test_gradient_is_the_chord_steps(monkeypatch, rhs, y0, span, times):
     # t is a switch of the right-hand side, whose pieces take it too (solvers._kinks)
     assert bool(made and made[0] is not None) == (rhs is lotka)
     with monkeypatch.context() as m:
-        m.setattr(integrate.Collocation, "_first_order", lambda self: None)
+        _per_node(m)
         chord = tg.grad(loss)(th)
         _without_reuse(m)
         eager = tg.grad(loss)(th)
@@ -83,6 +89,7 @@ def test_gradient_is_the_chord_steps(monkeypatch, rhs, y0, span, times):
 
 def test_hessian_is_the_eager_one(monkeypatch):
     loss = fit(lotka, [10.0, 5.0], (0.0, 2.0), np.linspace(0.3, 2.0, 5))
+    _per_node(monkeypatch)
     reused = tg.hessian(loss)(TH)
     with monkeypatch.context() as m:
         _without_reuse(m)
@@ -95,7 +102,7 @@ def test_closure_over_traced_parameters_stays_eager(monkeypatch):
         sol = solve_ivp(lambda t, y: lotka(t, y, th), (0.0, 3.0), [10.0, 5.0], t_eval=[1.0, 3.0], rtol=1e-8)
         return np.sum(sol.y)
 
-    monkeypatch.setattr(integrate.Collocation, "_first_order", lambda self: None)  # the chord step's f_y
+    _per_node(monkeypatch)  # the chord step's f_y
     reused = tg.grad(loss)(TH)
     with monkeypatch.context() as m:
         _without_reuse(m)
@@ -119,7 +126,7 @@ def test_odeint_and_the_jacobians_are_replayed(monkeypatch):
                     rtol=1e-9, atol=1e-10)
         return np.sum(ys[-1] ** 2)
 
-    monkeypatch.setattr(integrate.Collocation, "_first_order", lambda self: None)  # the chord step's f_y
+    _per_node(monkeypatch)  # the chord step's f_y
     g = tg.grad(loss)(TH)
     h = 1e-6
     fd = np.array([(loss(TH + h * e) - loss(TH - h * e)) / (2 * h) for e in np.eye(4)])

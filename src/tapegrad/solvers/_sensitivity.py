@@ -44,8 +44,8 @@ from ..reuse import reusable
 from ..tree import flatten, unflatten
 from ._core import as_array, levels_of, strip_tree
 
-__all__ = ["ArgsJacobian", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns", "Recursion",
-           "propagate", "traced_columns", "PropagatedStages"]
+__all__ = ["ArgsJacobian", "Stages", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns", "Recursion",
+           "propagate", "traced_columns", "PropagatedStages", "StageSolve", "solve_stages", "column_chord"]
 
 #: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
 CHUNK_VALUES = 16
@@ -281,19 +281,12 @@ def stage_sensitivities(kinv: np.ndarray, h: np.ndarray, a: np.ndarray, fp: np.n
     return out.reshape(steps, q, n, m)
 
 
-class LinearStages(Sequence):
-    """The traced stage values ``Z0_i + S_i dP``, step ``i`` made on first use.
+class Stages(Sequence):
+    """Per-step traced stage values ``(q, n)`` read off one stacked traced array ``(N, q, n)``, on first use."""
 
-    ``dP = P - stop_gradient(P)`` with ``P`` the traced inputs flattened into one
-    vector; one product puts every stage on the tape and each step is a slice of it.
-    """
-
-    def __init__(self, z0: np.ndarray, sens: np.ndarray, inputs: list) -> None:
-        p = np.concatenate([np.reshape(x, (-1,)) for x in inputs]) if len(inputs) > 1 else np.reshape(inputs[0], (-1,))
-        dp = p - stop_gradient(p)
-        steps, q, n, m = sens.shape
-        self._all = np.reshape(np.matmul(sens.reshape(steps * q * n, m), dp), (steps, q, n)) + z0
-        self._steps = steps
+    def __init__(self, stacked: Any) -> None:
+        self._all = stacked
+        self._steps = np.shape(stacked)[0]
         self._made: dict = {}
 
     def __len__(self) -> int:
@@ -301,11 +294,24 @@ class LinearStages(Sequence):
 
     def __getitem__(self, i: Any) -> Any:
         if not isinstance(i, (int, np.integer)):
-            raise TypeError("LinearStages takes one step index")
+            raise TypeError("the stages take one step index")
         i = int(i) % self._steps
         if i not in self._made:
             self._made[i] = self._all[i]
         return self._made[i]
+
+
+class LinearStages(Stages):
+    """The traced stage values ``Z0_i + S_i dP``: one product puts every stage on the tape.
+
+    ``dP = P - stop_gradient(P)`` with ``P`` the traced inputs flattened into one vector.
+    """
+
+    def __init__(self, z0: np.ndarray, sens: np.ndarray, inputs: list) -> None:
+        p = np.concatenate([np.reshape(x, (-1,)) for x in inputs]) if len(inputs) > 1 else np.reshape(inputs[0], (-1,))
+        dp = p - stop_gradient(p)
+        steps, q, n, m = sens.shape
+        super().__init__(np.reshape(np.matmul(sens.reshape(steps * q * n, m), dp), (steps, q, n)) + z0)
 
 
 # ---------------------------------------------------------------------- any traced inputs (closures too)
@@ -392,12 +398,83 @@ def traced_columns(fun: Callable, call: Callable, args: tuple, tfirst: bool, pla
     return out
 
 
-class PropagatedStages(LinearStages):
+class PropagatedStages(Stages):
     """The traced stage values ``Z0 + propagate(F - stop_gradient(F), y0 - stop_gradient(y0))``."""
 
     def __init__(self, z0: np.ndarray, recursion: Recursion, f: Any, y0: Any) -> None:
         df = f - stop_gradient(f)
         dy0 = y0 - stop_gradient(y0) if levels_of(y0) else np.zeros(recursion.n)
-        self._all = propagate(df, dy0, recursion) + z0
-        self._steps = recursion.steps
-        self._made = {}
+        super().__init__(propagate(df, dy0, recursion) + z0)
+
+
+# ---------------------------------------------------------------------- the chord step on columns (every order)
+class StageSolve:
+    """The plain block lower-bidiagonal solve of one chord step: ``d_i = K_i^{-1} (R_i + E d_{i-1}[last])``.
+
+    :func:`solve_stages` applies it to traced residuals; its pullback
+    (:meth:`adjoint`) is traceable NumPy, so chord steps on tracers of several tapes
+    (second and higher derivatives) differentiate through it.
+    """
+
+    def __init__(self, kinv: np.ndarray, q: int, n: int) -> None:
+        steps = kinv.shape[0]
+        self.steps, self.q, self.n, self.kinv = steps, q, n, kinv
+        self.carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+
+    def forward(self, r: np.ndarray) -> np.ndarray:
+        steps, q, n = self.steps, self.q, self.n
+        own = np.matmul(self.kinv, np.reshape(r, (steps, q * n, 1)))[..., 0]
+        out = np.empty((steps, q * n), dtype=np.result_type(own, float))
+        carry = np.zeros(n)
+        for i in range(steps):
+            out[i] = own[i] + self.carried[i] @ carry
+            carry = out[i, (q - 1) * n:]
+        return out.reshape(steps, q, n)
+
+    def adjoint(self, g: Any) -> Any:
+        """``R_bar`` for ``g`` of shape ``(..., N, q, n)``: ``u_i = (g_i + [0, ..., 0, E^T u_{i+1}]) K_i^{-1}``."""
+        steps, q, n = self.steps, self.q, self.n
+        batch = np.shape(g)[:-3]
+        flat = np.reshape(g, batch + (steps, q * n))
+        own = np.matmul(flat[..., None, :], self.kinv)[..., 0, :]  # g_i K_i^{-1}
+        last = self.kinv[:, (q - 1) * n:, :]  # how the carry enters: (N, n, q n)
+        us = [None] * steps
+        us[steps - 1] = own[..., steps - 1, :]
+        for i in range(steps - 2, -1, -1):
+            carry = np.sum(np.reshape(us[i + 1], batch + (q, n)), axis=-2)  # E^T u_{i+1}
+            us[i] = own[..., i, :] + np.matmul(carry[..., None, :], last[i])[..., 0, :]
+        return np.reshape(np.stack(us, axis=-2), batch + (steps, q, n))
+
+
+def _solve_stages(r: Any, solver: StageSolve) -> np.ndarray:
+    return solver.forward(r)
+
+
+solve_stages = primitive(_solve_stages)
+defvjp(solve_stages, lambda g, ans, r, solver: solver.adjoint(g), CONSTANT_ARG)
+
+
+def column_chord(parts: tuple, times: np.ndarray, nodes_shape: tuple, z0: np.ndarray, y0: Any, h: np.ndarray,
+                 a: np.ndarray, solver: StageSolve, steps: int) -> Optional[Any]:
+    """The chord steps with the right-hand side called once per step on every node (columns), or ``None``.
+
+    The same iteration as :meth:`Collocation.solve`, written for all steps at once:
+    residuals ``G = Z - Y_start - h (A F(Z))``, then ``Z <- Z - solve_stages(G - stop_gradient(G))``.
+    The caller has checked the column-wise form on plain values (:func:`columns_jacobian`).
+    """
+    fun, _, args, tfirst = parts
+    count, q, n = z0.shape
+    z: Any = z0
+    try:
+        for _ in range(max(1, steps)):
+            y = np.transpose(np.reshape(z, (count * q, n)))
+            f = as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
+            if np.shape(f) != (n, count * q):
+                return None
+            f = np.reshape(np.transpose(f), (count, q, n))
+            start = np.concatenate([np.reshape(y0, (1, n)), z[:-1, -1, :]], axis=0)
+            g = z - start[:, None, :] - h[:, None, None] * np.matmul(a, f)
+            z = z - solve_stages(g - stop_gradient(g), solver)
+    except Exception:  # the per-node chord step decides (and raises what it raises)
+        return None
+    return z

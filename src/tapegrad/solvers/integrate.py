@@ -63,6 +63,9 @@ from ._sensitivity import (
     LinearStages,
     PropagatedStages,
     Recursion,
+    Stages,
+    StageSolve,
+    column_chord,
     columns_jacobian,
     plain_columns,
     stage_sensitivities,
@@ -219,12 +222,23 @@ class Collocation:
             self._chord_inverses()
 
     def _chord_inverses(self) -> None:
-        """``K_i^{-1}`` of every step for the traced chord step (the Jacobians on paused tapes)."""
+        """``K_i^{-1}`` of every step for the traced chord step (the Jacobians on paused tapes).
+
+        Where the right-hand side's column-wise form agrees with it (:func:`columns_jacobian`),
+        the Jacobians come from it and the chord step calls it once per step on every node
+        (:func:`column_chord`); otherwise one replayed recording per chunk of nodes.
+        """
         q, n = self.c.size, self.n
+        times, states = self.nodes.reshape(-1), self.z0.reshape(-1, n)
+        parts = getattr(self.rhs, "parts", None)
         with self._quiet() if self._quiet is not None else contextlib.nullcontext():
-            jacobians = _jacobians(self.rhs, self.nodes.reshape(-1), self.z0.reshape(-1, n))
-        jacobians = jacobians.reshape(len(self.h), q, n, n)
-        self.kinv = self._step_inverses(jacobians)
+            found = None
+            if parts is not None:
+                fun, call, args, tfirst = parts
+                found = columns_jacobian(fun, call, strip_tree(args), tfirst, self.rhs.plain, times, states)
+            self.columns = found is not None
+            jacobians = found[0] if found is not None else _jacobians(self.rhs, times, states)
+        self.kinv = self._step_inverses(jacobians.reshape(len(self.h), q, n, n))
 
     def _first_order(self) -> Optional[Callable]:
         """A function making the traced stages at first order (:mod:`._sensitivity`), or ``None``.
@@ -316,6 +330,13 @@ class Collocation:
             return
         if not hasattr(self, "kinv"):
             self._chord_inverses()
+        if self.columns:
+            solver = StageSolve(self.kinv, self.c.size, self.n)
+            stacked = column_chord(self.rhs.parts, self.nodes.reshape(-1), self.nodes.shape, self.z0, self.y0,
+                                   self.h, self.a, solver, steps)
+            if stacked is not None:
+                self.z = Stages(stacked)
+                return
         z: List[Any] = list(self.z0)
         for _ in range(max(1, steps)):
             g = self._residuals(z)
