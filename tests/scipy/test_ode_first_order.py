@@ -436,3 +436,21 @@ def test_kinked_right_hand_side_pieces_at_second_order(monkeypatch):
     grad, h = tg.grad(loss), 1e-5
     fd = np.stack([(grad(p + h * e) - grad(p - h * e)) / (2 * h) for e in np.eye(2)])
     np.testing.assert_allclose(hess, fd, rtol=1e-4, atol=1e-7)
+
+
+def test_a_right_hand_side_that_writes_into_its_state(monkeypatch):
+    # y[y < 0] = 0 inside the callback: the solver's own arrays must not change under it
+    def clipped(t, y, k):
+        y = y.copy() if not isinstance(y, np.ndarray) else y
+        y[1] = y[1] * 1.0  # an in-place write into the state it was given
+        return np.stack([-k[0] * y[0] + 0.1 * y[1], -k[1] * y[1]])
+
+    def loss(k):
+        sol = solve_ivp(clipped, (0.0, 2.0), [1.0, 2.0], t_eval=[0.5, 1.0, 2.0], args=(k,), rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 2)
+
+    k = np.array([0.7, 0.4])
+    g = tg.grad(loss)(k)
+    np.testing.assert_allclose(g, _fd(loss, k), rtol=1e-6)
+    hess = tg.hessian(loss)(k)
+    np.testing.assert_allclose(hess, _per_node_hessian(monkeypatch, loss, k), rtol=1e-8, atol=1e-12)

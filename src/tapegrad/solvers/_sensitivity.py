@@ -60,7 +60,7 @@ COLUMN_VALUES = 1 << 22
 def _agrees(out: np.ndarray, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> bool:
     """Whether the column-wise values ``out`` (n, K) are the callback's, point by point, at spread columns."""
     for k in np.unique(np.linspace(0, times.size - 1, CHECKED_COLUMNS).astype(int)):
-        want = np.asarray(strip_tree(plain_rhs(times[k], states[k])), dtype=float)
+        want = np.asarray(strip_tree(plain_rhs(times[k], states[k].copy())), dtype=float)  # a callback may write
         if not np.allclose(out[:, k], want, rtol=1e-12, atol=1e-300, equal_nan=True):
             return False
     return True
@@ -468,6 +468,8 @@ def column_chord(parts: tuple, times: np.ndarray, nodes_shape: tuple, z0: np.nda
     try:
         for _ in range(max(1, steps)):
             y = np.transpose(np.reshape(z, (count * q, n)))
+            if not levels_of(y):  # the plain stages themselves: a callback that writes into y gets a copy
+                y = np.ascontiguousarray(y)
             f = as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
             if np.shape(f) != (n, count * q):
                 return None
