@@ -95,14 +95,29 @@ def radau_iia(q: int) -> tuple:
     return c, a, inv_v
 
 
-def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray) -> np.ndarray:
-    """``f_y`` at each ``(times[k], states[k])``, ``(k, n, n)``: one tapegrad Jacobian per chunk of points.
+def _node_jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray) -> tuple:
+    """``(f_y at each point, whether they came from the column-wise form)``: see :func:`_jacobians`."""
+    parts = getattr(rhs, "parts", None)
+    if parts is not None:
+        fun, call, args, tfirst = parts
+        found = columns_jacobian(fun, call, strip_tree(args), tfirst, rhs.plain, times, states)
+        if found is not None:
+            return found[0], True
+    return _jacobians(rhs, times, states, columns=False), False
 
-    A Jacobian call has a fixed cost (a tape, a sweep); stacking a few dozen points'
+
+def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray, columns: bool = True) -> np.ndarray:
+    """``f_y`` at each ``(times[k], states[k])``, ``(k, n, n)``.
+
+    Where the right-hand side's column-wise form agrees with it (:func:`columns_jacobian`),
+    from one call on every point.  Otherwise one tapegrad Jacobian per chunk of points: a
+    Jacobian call has a fixed cost (a tape, a sweep), and stacking a few dozen points'
     right-hand sides shares it while the batch of cotangents stays small.  Where the
     right-hand side has a plain form, it is recorded once per solve and replayed for
     every chunk (:func:`_reused_jacobian`).
     """
+    if columns:
+        return _node_jacobians(rhs, times, states)[0]
     n = states.shape[1]
     reused = _reused_jacobian(rhs)
     out = []
@@ -229,15 +244,8 @@ class Collocation:
         (:func:`column_chord`); otherwise one replayed recording per chunk of nodes.
         """
         q, n = self.c.size, self.n
-        times, states = self.nodes.reshape(-1), self.z0.reshape(-1, n)
-        parts = getattr(self.rhs, "parts", None)
         with self._quiet() if self._quiet is not None else contextlib.nullcontext():
-            found = None
-            if parts is not None:
-                fun, call, args, tfirst = parts
-                found = columns_jacobian(fun, call, strip_tree(args), tfirst, self.rhs.plain, times, states)
-            self.columns = found is not None
-            jacobians = found[0] if found is not None else _jacobians(self.rhs, times, states)
+            jacobians, self.columns = _node_jacobians(self.rhs, self.nodes.reshape(-1), self.z0.reshape(-1, n))
         self.kinv = self._step_inverses(jacobians.reshape(len(self.h), q, n, n))
 
     def _first_order(self) -> Optional[Callable]:
@@ -279,10 +287,8 @@ class Collocation:
         f = traced_columns(*parts, self.rhs.plain, times, states)
         if f is None:
             return None
-        fun, call, args, tfirst = parts
         with self._quiet() if self._quiet is not None else contextlib.nullcontext():
-            found = columns_jacobian(fun, call, strip_tree(args), tfirst, self.rhs.plain, times, states)
-            fy = found[0] if found is not None else _jacobians(self.rhs, times, states)
+            fy = _jacobians(self.rhs, times, states)
         recursion = Recursion(self._step_inverses(fy.reshape(len(self.h), q, n, n)), self.h, self.a, n)
         if not (np.all(np.isfinite(recursion.forced)) and np.all(np.isfinite(recursion.carried))):
             return None
