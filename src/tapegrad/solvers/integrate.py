@@ -477,6 +477,8 @@ def _corrected(rhs: Callable, y0: np.ndarray, grid: np.ndarray, dense: Callable,
     jac = [known[t] for t in ends_t]
     starts, ends = _pieces(grid, switches)
     dy, worst, pieces, taus = np.zeros(n), 0.0, [], []
+    f_nodes = plain_columns(getattr(rhs, "parts", None), getattr(rhs, "plain", rhs), nodes.reshape(-1),
+                            z0.reshape(-1, n)).reshape(h.size, q, n)
     for m, (lo, hi) in enumerate(zip(starts, ends)):
         y_prev = y0 if m == 0 else _plain_state(dense, grid[lo])
         if m:
@@ -494,8 +496,7 @@ def _corrected(rhs: Callable, y0: np.ndarray, grid: np.ndarray, dense: Callable,
             dy = dy - (f_left - f_right) * (tau - old.tau)
         first, stages = [], []
         for i in range(lo, hi - 1):
-            f = np.stack([np.asarray(strip(rhs(nodes[i, l], z0[i, l])), dtype=float) for l in range(q)])
-            g = z0[i] - y_prev - h[i] * (a_mat @ f)
+            g = z0[i] - y_prev - h[i] * (a_mat @ f_nodes[i])
             k = np.eye(q * n) - h[i] * np.kron(a_mat, jac[i])
             try:
                 d = np.reshape(np.linalg.solve(k, np.reshape(g + dy, (-1,))), (q, n))
