@@ -57,6 +57,14 @@ CHECKED_COLUMNS = 16
 COLUMN_VALUES = 1 << 22
 
 
+def _args_with(structure: Any, plain_leaves: list, traced: list, values: Sequence[Any]) -> Any:
+    """The callback's ``args`` rebuilt with ``values`` in the traced leaves' places (plain leaves elsewhere)."""
+    filled = list(plain_leaves)
+    for j, position in enumerate(traced):
+        filled[position] = values[j]
+    return unflatten(structure, filled)
+
+
 def _agrees(out: np.ndarray, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> bool:
     """Whether the column-wise values ``out`` (n, K) are the callback's, point by point, at spread columns."""
     for k in np.unique(np.linspace(0, times.size - 1, CHECKED_COLUMNS).astype(int)):
@@ -134,10 +142,7 @@ def _columns_block(fun: Callable, call: Callable, structure: Any, plain_leaves: 
     n, size = states.shape[1], times.size
 
     def columns(y: Any, *per_column: Any) -> Any:
-        filled = list(plain_leaves)
-        for j, position in enumerate(traced):
-            filled[position] = per_column[j]
-        a = unflatten(structure, filled)
+        a = _args_with(structure, plain_leaves, traced, per_column)
         return as_array(fun(times, y, *a) if tfirst else fun(y, times, *a))
 
     copies = [np.repeat(np.asarray(plain_leaves[k], dtype=float)[..., None], size, axis=-1) for k in traced]
@@ -159,10 +164,8 @@ def _columns_block(fun: Callable, call: Callable, structure: Any, plain_leaves: 
     picks = np.unique(np.linspace(0, size - 1, CHECKED_COLUMNS).astype(int))
     for k in picks[[0, len(picks) // 2]]:
         def point(y: Any, *leaf_values: Any, _t: float = times[k]) -> Any:
-            filled = list(plain_leaves)
-            for j, position in enumerate(traced):
-                filled[position] = leaf_values[j]
-            return np.reshape(as_array(call(fun, _t, y, unflatten(structure, filled))), (-1,))
+            a = _args_with(structure, plain_leaves, traced, leaf_values)
+            return np.reshape(as_array(call(fun, _t, y, a)), (-1,))
 
         exact = strip_tree(jacobian(point, argnums=tuple(range(1 + len(traced))))(
             states[k], *[np.asarray(plain_leaves[j], dtype=float) for j in traced]))
@@ -204,10 +207,8 @@ class ArgsJacobian:
             ys, per_point = x[0], x[1:]
             rows = []
             for k in range(len(ys)):
-                leaves = list(plain_leaves)
-                for j, position in enumerate(traced):
-                    leaves[position] = per_point[j][k]
-                rows.append(np.reshape(as_array(call_(fun_, ts[k], ys[k], unflatten(structure, leaves))), (-1,)))
+                a = _args_with(structure, plain_leaves, traced, [leaf[k] for leaf in per_point])
+                rows.append(np.reshape(as_array(call_(fun_, ts[k], ys[k], a)), (-1,)))
             return np.stack(rows)
 
         self.pull = reusable("pullback", stacked, True, also=(1,), quiet=True)
