@@ -93,3 +93,16 @@ def test_a_function_closing_over_a_tracer_on_plain_elements():
     check_grads(f, (p0,), order=2)
     empty = np.vectorize(lambda t: t * 2.0, otypes=[float])
     assert tg.grad(lambda p: np.sum(empty(np.zeros(0))) + p[0])(p0).tolist() == [1.0, 0.0]
+
+
+def test_an_object_argument_is_passed_as_the_object():
+    # SciPy's discrete distributions vectorize a method over `self` too: an object array's
+    # element is the object itself, not a scalar to unwrap
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+    f = np.vectorize(lambda obj, x: obj.k * x ** 2, otypes="d")
+    x = np.array([0.5, -1.0, 2.0])
+    grad = tg.grad(lambda x: np.sum(f(Scale(3.0), x)))(x)
+    np.testing.assert_allclose(grad, 6.0 * x)

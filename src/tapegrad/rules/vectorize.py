@@ -37,7 +37,8 @@ def _strip(value: Any) -> Any:
 def _element(flat: Any, i: int) -> Any:
     """Element ``i``: a 0-d tracer, or the Python scalar NumPy's object loop would pass."""
     value = flat[i]
-    return value if type(value) is Tracer else value.item()
+    # An object array's element is the object itself (a distribution passed as ``self``).
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _stacked(results: List[Any], otype: Any, shape: tuple) -> Any:

@@ -45,7 +45,8 @@ from ..tree import flatten, unflatten
 from ._core import as_array, levels_of, strip_tree
 
 __all__ = ["ArgsJacobian", "Stages", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns", "Recursion",
-           "propagate", "traced_columns", "PropagatedStages", "StageSolve", "solve_stages", "column_chord"]
+           "propagate", "traced_columns", "PropagatedStages", "StageSolve", "solve_stages", "column_chord",
+           "scalar_columns"]
 
 #: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
 CHUNK_VALUES = 16
@@ -481,3 +482,34 @@ def column_chord(parts: tuple, times: np.ndarray, nodes_shape: tuple, z0: np.nda
     except Exception:  # the per-node chord step decides (and raises what it raises)
         return None
     return z
+
+
+# ---------------------------------------------------------------------- scalar callbacks (quadrature)
+def scalar_columns(fun: Callable, args: tuple, xs: Any, quiet: Callable) -> Optional[Any]:
+    """A scalar callback ``fun(x, *args)`` at every node of the 1-D ``xs`` in one call, or ``None``.
+
+    Integrands written with NumPy (``np.exp(-k * x ** 2)``) take an array of nodes as
+    they take one; the call is kept only if it returns one value per node, equal to
+    the point-by-point callback (on plain numbers, ``quiet``: the tapes paused) at
+    ``CHECKED_COLUMNS`` spread nodes.  ``None`` (node by node, then) when it fails, or
+    for fewer than ``2 * CHECKED_COLUMNS`` nodes.
+    """
+    size = int(np.shape(strip_tree(xs))[0])
+    if size < 2 * CHECKED_COLUMNS:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            vals = fun(xs, *args)
+        if np.shape(vals) != (size,):
+            return None
+        with quiet():
+            got = np.asarray(strip_tree(vals), dtype=float)
+            points = np.asarray(strip_tree(xs), dtype=float)
+            plain_args = strip_tree(args)
+            for k in np.unique(np.linspace(0, size - 1, CHECKED_COLUMNS).astype(int)):
+                want = float(np.reshape(np.asarray(strip_tree(fun(np.float64(points[k]), *plain_args)), dtype=float), ()))
+                if not np.allclose(got[k], want, rtol=1e-12, atol=1e-300, equal_nan=True):
+                    return None
+    except Exception:  # not written for arrays of nodes: node by node
+        return None
+    return vals

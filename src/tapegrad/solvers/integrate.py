@@ -68,6 +68,7 @@ from ._sensitivity import (
     column_chord,
     columns_jacobian,
     plain_columns,
+    scalar_columns,
     stage_sensitivities,
     traced_columns,
 )
@@ -972,8 +973,13 @@ def _knots(lo_t: Any, hi_t: Any, points: Any) -> tuple:
     return knots_t, np.array([float(strip(k)) for k in knots_t])
 
 
-def _knot_sum(pieces: np.ndarray, knots_t: list, knots_p: np.ndarray, integrand: Callable[[Any], Any]) -> Any:
-    """Gauss-Legendre on each piece ``[x_l, x_r]`` (in x), ``x = K_j + (K_j+1 - K_j) u`` between knots."""
+def _knot_sum(pieces: np.ndarray, knots_t: list, knots_p: np.ndarray, integrand: Callable[[Any], Any],
+              at_nodes: Optional[Callable[[Any], Any]] = None) -> Any:
+    """Gauss-Legendre on each piece ``[x_l, x_r]`` (in x), ``x = K_j + (K_j+1 - K_j) u`` between knots.
+
+    ``at_nodes(xs)``, when given, evaluates the integrand at a 1-D array of nodes at once
+    (``None`` where it cannot: then node by node).
+    """
     moving = bool(levels_of(knots_t))
     seg = np.clip(np.searchsorted(knots_p, pieces.mean(axis=1), side="right") - 1, 0, knots_p.size - 2)
     width = knots_p[seg + 1] - knots_p[seg]
@@ -984,11 +990,14 @@ def _knot_sum(pieces: np.ndarray, knots_t: list, knots_p: np.ndarray, integrand:
         u = (ul[rows, None] + (ur - ul)[rows, None] * _GL_X[None, :]).reshape(-1)
         w = ((ur - ul)[rows, None] * _GL_W[None, :]).reshape(-1)
         k0, k1 = knots_t[j], knots_t[j + 1]
-        if moving:
-            vals = [integrand(k0 + (k1 - k0) * ui) for ui in u]
-        else:
-            vals = [integrand(np.float64(knots_p[j] + (knots_p[j + 1] - knots_p[j]) * ui)) for ui in u]
-        terms.append((k1 - k0) * np.tensordot(w, np.stack(vals), axes=1))
+        vals = None
+        if at_nodes is not None:
+            vals = at_nodes(k0 + (k1 - k0) * u if moving else knots_p[j] + (knots_p[j + 1] - knots_p[j]) * u)
+        if vals is None and moving:
+            vals = np.stack([integrand(k0 + (k1 - k0) * ui) for ui in u])
+        elif vals is None:
+            vals = np.stack([integrand(np.float64(knots_p[j] + (knots_p[j + 1] - knots_p[j]) * ui)) for ui in u])
+        terms.append((k1 - k0) * np.tensordot(w, vals, axes=1))
     return sum(terms[1:], terms[0])
 
 
@@ -1044,21 +1053,28 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
     def integrand(x: Any) -> Any:
         return np.reshape(func(x, *fargs), ())
 
+    def at_nodes(xs: Any) -> Any:
+        return scalar_columns(func, fargs, xs, call.quiet)
+
     def total(pieces: np.ndarray) -> Any:
         if not infinite:
-            return sign * _knot_sum(pieces, knots_t, knots_p, integrand)
+            return sign * _knot_sum(pieces, knots_t, knots_p, integrand, at_nodes)
         left, right = pieces[:, :1], pieces[:, 1:]
         u = (left + (right - left) * _GL_X[None, :]).reshape(-1)
         w = ((right - left) * _GL_W[None, :]).reshape(-1)
         # QUADPACK's map of an infinite range onto (0, 1]: x = bound +- (1 - t) / t.
         s = (1.0 - u) / u
         if np.isinf(lo_p) and np.isinf(hi_p):
-            vals = [integrand(np.float64(si)) + integrand(np.float64(-si)) for si in s]
+            pos, neg = at_nodes(s), at_nodes(-s)
+            vals = pos + neg if pos is not None and neg is not None else \
+                np.stack([integrand(np.float64(si)) + integrand(np.float64(-si)) for si in s])
         elif np.isinf(hi_p):
-            vals = [integrand(lo_t + si) for si in s]
+            vals = at_nodes(lo_t + s)
+            vals = np.stack([integrand(lo_t + si) for si in s]) if vals is None else vals
         else:
-            vals = [integrand(hi_t - si) for si in s]
-        return sign * ((w / u ** 2) @ np.stack(vals))
+            vals = at_nodes(hi_t - s)
+            vals = np.stack([integrand(hi_t - si) for si in s]) if vals is None else vals
+        return sign * ((w / u ** 2) @ vals)
 
     target = max(10.0 * float(abserr), 1e-12 * abs(float(value)), 1e-300)
     traced, reproduced = _refined(total, intervals, lambda t: abs(float(strip(t)) - float(value)) <= target)
