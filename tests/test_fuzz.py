@@ -315,6 +315,11 @@ def test_random_program_float32_keeps_dtype(program):
     steps = [("binary", "add", s[2]) if s[:2] == ("binary", "where_pos") else s for s in steps]
     f = build(steps)
     x32, y32 = _inputs(shape, other, seed, np.float32)
+    # The squash's `if` (and rounding near it) can still take another branch in float32: then the
+    # two programs are different functions, seen in their values (the long profile met one).
+    v32 = float(np.sum(f(x32.copy(), y32.copy())))
+    v64 = float(np.sum(f(x32.astype(np.float64), y32.astype(np.float64))))
+    assume(abs(v32 - v64) <= 1e-3 * max(1.0, abs(v64)))
     g32 = tg.grad(lambda x, y: np.sum(f(x, y)), argnums=(0, 1))(x32, y32)
     g64 = tg.grad(lambda x, y: np.sum(f(x, y)), argnums=(0, 1))(x32.astype(np.float64), y32.astype(np.float64))
     for a, b in zip(g32, g64):
