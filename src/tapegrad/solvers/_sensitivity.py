@@ -251,6 +251,11 @@ class ArgsJacobian:
         return [self.leaves[k] for k in self.traced]
 
 
+def _carried(kinv: np.ndarray, q: int, n: int) -> np.ndarray:
+    """``K_i^{-1} E`` for every step, ``(N, q n, n)``: how a step's starting state enters its stages."""
+    return kinv.reshape(kinv.shape[0], q * n, q, n).sum(axis=2)
+
+
 def stage_sensitivities(kinv: np.ndarray, h: np.ndarray, a: np.ndarray, fp: np.ndarray,
                         start: np.ndarray) -> np.ndarray:
     """``S`` of the module docstring for every step: ``(N, q, n, m)``.
@@ -271,7 +276,7 @@ def stage_sensitivities(kinv: np.ndarray, h: np.ndarray, a: np.ndarray, fp: np.n
     steps, q, n, m = fp.shape
     forced = h[:, None, None, None] * np.einsum("jl,ilrm->ijrm", a, fp)  # h_i (A x I) F_P,i
     forced = np.matmul(kinv, forced.reshape(steps, q * n, m))  # K^{-1} h (A x I) F_P: all steps at once
-    carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+    carried = _carried(kinv, q, n)
     last = slice((q - 1) * n, q * n)
     carried_last, forced_last = carried[:, last], forced[:, last]
     states = np.empty((steps, n, m))  # dY_i: the sensitivity of each step's starting state
@@ -330,7 +335,7 @@ class Recursion:
     def __init__(self, kinv: np.ndarray, h: np.ndarray, a: np.ndarray, n: int) -> None:
         steps, q = h.size, a.shape[0]
         self.steps, self.q, self.n = steps, q, n
-        self.carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+        self.carried = _carried(kinv, q, n)
         forcing = h[:, None, None] * np.kron(a, np.eye(n))[None]  # h (A x I): (N, q n, q n)
         self.forced = np.matmul(kinv, forcing)  # K^{-1} h (A x I)
 
@@ -421,7 +426,7 @@ class StageSolve:
     def __init__(self, kinv: np.ndarray, q: int, n: int) -> None:
         steps = kinv.shape[0]
         self.steps, self.q, self.n, self.kinv = steps, q, n, kinv
-        self.carried = kinv.reshape(steps, q * n, q, n).sum(axis=2)  # K^{-1} E: (N, q n, n)
+        self.carried = _carried(kinv, q, n)
 
     def forward(self, r: np.ndarray) -> np.ndarray:
         steps, q, n = self.steps, self.q, self.n
