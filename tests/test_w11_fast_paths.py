@@ -140,3 +140,106 @@ def test_whole_column_scaling_matches_slices():
     for out, dense in ((g * col, g.to_array() * col), (g / col, g.to_array() / col)):
         assert type(out) is BandedCotangent
         _same(out.to_array(), dense)
+
+
+# ---------------------------------------------------------------- the matmul rule's proof
+from tapegrad.rules import linalg as linalg_rules  # noqa: E402
+
+
+def _counting_times_finite(monkeypatch):
+    calls = []
+    original = BandedCotangent.times_finite
+
+    def counted(self, m):
+        out = original(self, m)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(BandedCotangent, "times_finite", counted)
+    return calls
+
+
+def test_forward_values_prove_the_constant_finite():
+    rng = np.random.default_rng(3)
+    m, v = rng.standard_normal((6, 4)), rng.standard_normal(4)
+    assert linalg_rules._finite_through(v, m @ v)
+    v0 = v.copy()
+    v0[2] = 0.0  # a zero weight hides a row's inf from the sum: no proof
+    assert not linalg_rules._finite_through(v0, m @ v0)
+    for bad in (np.inf, -np.inf, np.nan):
+        mb = m.copy()
+        mb[1, 2] = bad
+        with np.errstate(invalid="ignore"):
+            assert not linalg_rules._finite_through(v, mb @ v)  # the forward shows it
+        vb = v.copy()
+        vb[0] = bad
+        assert not linalg_rules._finite_through(vb, m @ v)
+    assert not linalg_rules._finite_through(v.astype(complex), (m @ v).astype(complex))  # real values only
+    assert not linalg_rules._finite_through(np.arange(1, 5), m @ np.arange(1, 5))
+
+
+@pytest.mark.parametrize("bad", [None, np.inf, np.nan, 1e308])
+def test_proved_product_matches_dense_and_stacked_vjps(monkeypatch, bad):
+    calls = _counting_times_finite(monkeypatch)
+    w, x, y = _data()
+    if bad is not None:
+        x[5, 7] = bad
+    with np.errstate(over="ignore", invalid="ignore"):
+        eager = tg.jacobian(losses)(w, x, y)
+        dense = _dense_jacobian(losses, w, x, y)
+        _, pull = tg.vjp(losses, w, x, y)
+        stacked = np.stack([pull(e)[0] for e in np.eye(len(y))])
+        proved = np.isfinite(x @ w).all()
+    assert calls == ([True] if proved else [])
+    assert np.array_equal(eager, dense, equal_nan=True)
+    if bad is None or np.isfinite(bad):
+        assert np.array_equal(eager, stacked, equal_nan=True)
+    if bad is None:
+        expected = (-y / (1.0 + np.exp(y * (x @ w))))[:, None] * x
+        np.testing.assert_allclose(eager, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_a_zero_weight_takes_the_summed_proof(monkeypatch):
+    calls = _counting_times_finite(monkeypatch)
+    w, x, y = _data()
+    w[3] = 0.0
+    eager = tg.jacobian(losses)(w, x, y)
+    assert calls == []
+    _same(eager, tg.jacobian(losses, chunk_size=len(y))(w, x, y))
+    _, pull = tg.vjp(losses, w, x, y)
+    assert np.array_equal(eager, np.stack([pull(e)[0] for e in np.eye(len(y))]))
+
+
+@pytest.mark.parametrize("bad", [None, np.inf, np.nan])
+def test_vector_times_matrix_constant(monkeypatch, bad):
+    """``w @ M`` (the cotangent of ``w`` is ``g @ M.T``): the proof comes from ``w`` and the forward."""
+    calls = _counting_times_finite(monkeypatch)
+    rng = np.random.default_rng(4)
+    w, big = rng.standard_normal(70), rng.standard_normal((70, 90))
+    if bad is not None:
+        big[10, 20] = bad
+
+    def f(w, big):
+        return np.tanh(w @ big)
+
+    with np.errstate(invalid="ignore"):
+        eager = tg.jacobian(f)(w, big)
+        _, pull = tg.vjp(f, w, big)
+        stacked = np.stack([pull(e)[0] for e in np.eye(90)])
+    assert calls == ([True] if bad is None else [])
+    if bad is None:
+        assert np.array_equal(eager, stacked, equal_nan=True)
+        np.testing.assert_allclose(eager, (1.0 - np.tanh(w @ big) ** 2)[:, None] * big.T, rtol=1e-13, atol=1e-15)
+
+
+def test_proved_matrix_with_a_non_finite_diagonal_is_still_exact():
+    m = np.random.default_rng(5).standard_normal((30, 20))
+    m[4, 2] = 0.0
+    vals = np.ones(30)
+    vals[4] = np.inf  # row 4: inf * 0 is NaN in both products; every other row is untouched
+    g = BandedCotangent((30, 30), {0: (0, vals)}, np.float64)
+    with np.errstate(invalid="ignore"):
+        out = g.times_finite(m)
+        dense = g.to_array() @ m
+    assert np.array_equal(out, dense, equal_nan=True)
+    assert not finiteness.nan_free(out)  # a NaN: never marked free of them

@@ -36,6 +36,7 @@ __all__ = ["BandedCotangent", "plain", "MAX_BANDS"]
 
 #: A batch with more diagonals than this is cheaper to carry densely.
 MAX_BANDS = 16
+_all_true = np.logical_and.reduce  # ndarray.all() without NumPy's Python wrapper
 
 # offset -> (lo, vals): entry (lo + i, lo + i + offset) of the (B, L) batch holds vals[i].
 Bands = Dict[int, Tuple[int, np.ndarray]]
@@ -137,7 +138,9 @@ class BandedCotangent(NDArrayOperatorsMixin):
         at ``offset`` in a batch of ``total`` are ``eye(total, n, -offset)``.
         """
         lo, hi = max(0, -k), min(rows, cols - k)
-        return cls((rows, cols), {k: (lo, np.ones(max(0, hi - lo), dtype=dtype))}, dtype)
+        ones = np.empty(max(0, hi - lo), dtype=dtype)
+        ones.fill(1)  # np.ones, without its Python wrapper (a Jacobian's every call builds one)
+        return cls((rows, cols), {k: (lo, ones)}, dtype)
 
     # -------------------------------------------------------------- array-like
     @property
@@ -405,7 +408,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _column_scaled(self, column: np.ndarray, reciprocal: bool) -> Optional["BandedCotangent"]:
         """:meth:`_scaled` by one float per column (see :meth:`_takes_column`): the same numbers, fewer steps."""
-        if not finite(column) or (reciprocal and not column.all()):  # floats: all() means none is 0
+        if not finite(column) or (reciprocal and not _all_true(column, axis=None)):  # floats: none is 0
             return None  # the dense array's 0 * inf and 0 / 0 are NaN: let it compute them
         bands: Bands = {}
         dtype = np.result_type(self.dtype, column) if not self.bands else None
@@ -481,18 +484,26 @@ class BandedCotangent(NDArrayOperatorsMixin):
             np.negative(out, out=out)
         return (self if sign_self > 0 else -self).add_into(out)
 
-    def _rows_times(self, m: Any) -> Optional[np.ndarray]:
+    def times_finite(self, m: Any) -> Optional[np.ndarray]:
+        """``self @ m`` for a plain 2-D ``m`` that the caller proved finite (``None``: use the dense product).
+
+        A matmul rule proves it from its forward values (see
+        :func:`tapegrad.rules.linalg._finite_through`), which saves the look at ``m``.
+        """
+        return self._rows_times(m, m_finite=True)
+
+    def _rows_times(self, m: Any, m_finite: bool = False) -> Optional[np.ndarray]:
         """``self @ m`` for a plain 2-D ``m``: a scaled gather of ``m``'s rows per diagonal."""
         if type(m) is not np.ndarray or m.ndim != 2 or len(self.shape) != 2 or m.shape[0] != self.shape[1]:
             return None
         if not self._standard():
             return None
         rows = self.shape[0]
-        if len(self.bands) == 1 and rows == m.shape[0] and m.size >= SUMMED:
-            out = self._diagonal_times(m)
+        if len(self.bands) == 1 and rows == m.shape[0] and (m_finite or m.size >= SUMMED):
+            out = self._diagonal_times(m, m_finite)
             if out is not None:
                 return out
-        if not finite(m):
+        if not m_finite and not finite(m):
             return None  # the dense product's 0 * inf terms are NaN: let it compute them
         if len(self.bands) == 1:
             ((offset, (lo, vals)),) = self.bands.items()
@@ -505,18 +516,27 @@ class BandedCotangent(NDArrayOperatorsMixin):
             out[lo : lo + n] += vals[:, None] * m[lo + offset : lo + offset + n]
         return out
 
-    def _diagonal_times(self, m: np.ndarray) -> Optional[np.ndarray]:
+    def _diagonal_times(self, m: np.ndarray, m_finite: bool = False) -> Optional[np.ndarray]:
         """``self @ m`` for a full main diagonal, proved finite by one sum (else ``None``: the general path).
 
         Each row of ``m`` meets a diagonal entry, so a finite product proves ``m`` finite,
         and it is known free of NaN (:func:`nan_free`): the sweep need not look again.
+        With ``m`` known finite (``m_finite``) the dense product's extra terms are all
+        ``0 * m[k, j] = 0``, so the product is exact whatever the diagonal holds, and
+        NaN-free when the diagonal is finite: no pass over the product at all.
         """
         ((offset, (lo, vals)),) = self.bands.items()
         if offset != 0 or lo != 0 or vals.shape[0] != m.shape[0]:
             return None
+        if m_finite:
+            out = vals[:, None] * m
+            if finite(vals):
+                mark_nan_free(out)
+            return out
         with np.errstate(over="ignore", invalid="ignore"):  # a rejected product warns on the general path
             out = vals[:, None] * m
-        if not sum_finite(out):
+            proved = sum_finite(out)
+        if not proved:
             return None
         mark_nan_free(out)
         return out

@@ -276,12 +276,17 @@ def _outside_window() -> None:
 # the look-up functions of array-api-compat and scikit-learn, swapped like SciPy's.
 _NAMESPACE_SWAPS: Dict[Any, "_Swap"] = {}  # function -> its swap (made once per function)
 _namespaces_swapped: list = []
+_namespaces_idle: Any = None  # sys.modules' size and newest entry when the last look swapped nothing
 
 
 def _namespaces_on() -> None:
+    global _namespaces_idle
     with _lock:
         if _namespaces_swapped:
             return
+        imported = (len(sys.modules), next(reversed(sys.modules), None))
+        if imported == _namespaces_idle:
+            return  # the last look found none of those modules, and none was imported since
         for module_name, doors in array_namespaces.LOOKUPS.items():
             module = sys.modules.get(module_name)
             if module is None:
@@ -303,6 +308,7 @@ def _namespaces_on() -> None:
             if fun.__code__ is swap.code:
                 fun.__code__ = swap.door_code
                 _namespaces_swapped.append(swap)
+        _namespaces_idle = None if _namespaces_swapped else imported
 
 
 def _namespaces_off() -> None:

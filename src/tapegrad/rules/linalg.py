@@ -66,6 +66,7 @@ import numpy as np
 from ..dispatch import primitive, strip
 from ..tracer import unwrap_above
 from ..array_types import follow_library
+from ..finiteness import finite
 from ..errors import NonDifferentiableArgumentError
 from ..memo import recalled, shared, shared_so_far
 from ..registry import defcomposite, defconstant, defvjp
@@ -404,11 +405,49 @@ def _triangle(a: Any) -> Any:
 
 
 # ---------------------------------------------------------------- matmul
+def _finite_through(v: Any, ans: Any) -> bool:
+    """Whether the matrix in ``ans = m @ v`` (or ``v @ m``) is proved finite by the forward's values.
+
+    With ``v`` real, finite and free of zeros, an inf or NaN in ``m`` makes every sum it
+    enters inf or NaN, in any order of summation: a finite ``ans`` proves ``m`` finite.
+    A banded cotangent's product with ``m`` then needs no look at ``m`` (a pass over
+    the per-example Jacobian ``diag(d) @ X`` otherwise).
+    """
+    return (
+        type(v) is np.ndarray
+        and v.dtype.kind == "f"
+        and type(ans) is np.ndarray
+        and ans.dtype.kind == "f"
+        and finite(v)
+        and bool(_all_true(v, axis=None))
+        and finite(ans)
+    )
+
+
+_all_true = np.logical_and.reduce  # ndarray.all() without NumPy's Python wrapper
+
+
+def _proved_rows_times(g: Any, m: Any, v: Any, ans: Any) -> Any:
+    """``g @ m`` with ``m`` proved finite through ``v`` and ``ans``, for a batch that can use the proof; else ``None``.
+
+    A structured batch (the sweep's banded one) offers ``times_finite(m)``; the rule
+    only supplies the proof, so it needs no knowledge of the batch's type.
+    """
+    times_finite = getattr(type(g), "times_finite", None)
+    if times_finite is None or type(m) is not np.ndarray or not _finite_through(v, ans):
+        return None
+    return times_finite(g, m)
+
+
 def _matmul_x(g, ans, x, y, **kwargs):
     xd, yd = np.ndim(x), np.ndim(y)
     if xd == 1 and yd == 1:  # ans = x . y, g is batch-shaped
         return g[..., None] * y
     if yd == 2:  # covers x 1-D (ans[..., m] = sum_k x[k] y[k, m]) and stacked x
+        if xd == 1:  # ans = x @ y: y is finite where x has no zeros and ans is finite
+            out = _proved_rows_times(g, swap_last(y), x, ans)
+            if out is not None:
+                return out
         return _rows_times(g, swap_last(y))
     if xd == 1:
         return (y @ g[..., None])[..., 0]
@@ -422,8 +461,9 @@ def _matmul_y(g, ans, x, y, **kwargs):
     if xd == 1 and yd == 1:
         return g[..., None] * x
     if yd == 1:
-        if xd == 2:
-            return _rows_times(g, x)
+        if xd == 2:  # ans = x @ y: x is finite where y has no zeros and ans is finite
+            out = _proved_rows_times(g, x, y, ans)
+            return out if out is not None else _rows_times(g, x)
         # Stacked x: the stack is summed away, so fold it into one product.
         nb = np.ndim(g) - np.ndim(ans)
         k = np.shape(x)[-1]
