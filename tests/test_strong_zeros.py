@@ -67,6 +67,13 @@ def _divide_where(x):
     return np.sum(out)
 
 
+# Constant matrices with entries that are not finite, in rows or columns the program never reads.
+A_INF = np.arange(24.0).reshape(4, 6) / 7.0
+A_INF[3, 1], A_INF[3, 4] = np.inf, -np.inf
+B_INF = np.arange(18.0).reshape(6, 3) / 5.0 - 1.0
+B_INF[2, 2], B_INF[4, 2] = np.nan, np.inf
+T_INF = np.array([[0.5, np.inf], [-1.0, 2.0], [0.25, -np.inf]])
+
 PROGRAMS = {
     # the two of the issue
     "cumsum_sqrt_relu": lambda x: np.sum(np.cumsum(np.sqrt(relu(x)))),
@@ -107,6 +114,10 @@ PROGRAMS = {
     "setitem_mask": _setitem_mask,
     "divide_then_masked_copy": _divide_where,
     "power_traced_exponent": lambda x: np.sum(np.where(x > 0, relu(x) ** np.abs(x[::-1]), 0.0)),
+    # a contraction whose constant has inf or NaN where the cotangent is zero (its strong VJPs)
+    "matmul_unread_inf_row": lambda x: np.sum((A_INF @ np.sin(x))[:2] ** 2),
+    "vector_matmul_unread_nan_column": lambda x: np.sum((np.cos(x) @ B_INF)[:2] * x[:2]),
+    "tensordot_unread_inf_column": lambda x: np.sum(np.tensordot(np.sin(x).reshape(2, 3), T_INF, axes=1)[:, 0] ** 2),
 }
 
 
@@ -322,3 +333,48 @@ def test_sparse_jacobians_have_strong_zeros_too():
             assert_same_numbers(sparse.toarray() if hasattr(sparse, "toarray") else sparse, tg.hessian(PROGRAMS[name])(x))
         sparse = tg.jacobian(_elementwise, sparse=True)(x)
         assert_same_numbers(sparse.toarray() if hasattr(sparse, "toarray") else sparse, stacked_vjps(_elementwise, x))
+
+
+def _brute_matmul_cotangent(g, m):
+    """``g @ m.T`` with strong zeros, term by term: the nonzero entries of ``g`` only."""
+    out = np.empty((g.shape[0], m.shape[0]))
+    for i in range(g.shape[0]):
+        for k in range(m.shape[0]):
+            terms = [g[i, j] * m[k, j] for j in range(g.shape[1]) if g[i, j] != 0]
+            out[i, k] = np.sum(terms) if terms else 0.0
+    return out
+
+
+def test_strong_contraction_sums_only_the_nonzero_cotangent_entries():
+    from tapegrad.registry import RULES
+
+    rng = np.random.default_rng(7)
+    x, m = rng.standard_normal((5, 4)), rng.standard_normal((4, 6))
+    m[0, 1], m[2, 1] = np.inf, -np.inf  # both infinities in one column of m.T's row
+    m[1, 3], m[3, 5] = np.nan, np.inf
+    g = rng.standard_normal((5, 6))
+    g[0, 1] = g[1, 3] = g[2, :] = 0.0
+    g[3, 1] = -0.0  # a negative zero is a zero
+    strong_x = RULES[np.matmul].strong_vjps[0]
+    with np.errstate(all="ignore"):
+        got = strong_x(g, x @ m, x, m)
+        plain = RULES[np.matmul].vjps[0](g, x @ m, x, m)
+        expected = _brute_matmul_cotangent(g, m)
+    assert np.isnan(plain).any() and not np.array_equal(plain, expected, equal_nan=True)
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-14)
+    assert np.array_equal(np.isnan(got), np.isnan(expected)) and np.array_equal(np.isinf(got), np.isinf(expected))
+    # a finite cotangent against a finite matrix: the plain VJP's very numbers
+    assert RULES[np.matmul].strong_vjps[0](g, x @ m, x, np.nan_to_num(m)).tobytes() == (g @ np.nan_to_num(m).T).tobytes()
+
+
+def test_contractions_with_unread_infinities_agree_with_stacked_vjps():
+    def f(w):  # the outputs that read B_INF's third column and T_INF's second are dropped
+        return np.tanh(w @ B_INF)[:2] + np.tensordot(np.sin(w[:3]), T_INF, axes=1)[0]
+
+    w = np.linspace(-1.0, 1.0, 6)
+    with np.errstate(all="ignore"):
+        jac = tg.jacobian(f)(w)
+        assert_same_numbers(jac, stacked_vjps(f, w))
+        assert_same_numbers(tg.jacfwd(f)(w), jac)
+    assert np.isfinite(jac).all()
+    np.testing.assert_allclose(jac[:, 3:], (1.0 - np.tanh(w @ B_INF[:, :2]) ** 2)[:, None] * B_INF[3:, :2].T, rtol=1e-14)

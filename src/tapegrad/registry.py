@@ -135,6 +135,10 @@ class Rule:
     #: where an element crosses zero (``a - b`` for ``np.maximum(a, b)``).  ODE rules split
     #: their steps there (:mod:`tapegrad.solvers._kinks`).  Set with :func:`defswitch`.
     switch: Optional[Callable[..., Any]] = None
+    #: VJPs for a sweep with strong zeros (:class:`tapegrad.strong.SafeRules`), where an
+    #: exactly zero cotangent entry must contribute zero inside a contraction too (a
+    #: matmul's ``0 * inf``).  Set with :func:`defstrong`; empty: the plain VJPs.
+    strong_vjps: tuple = ()
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.
@@ -354,6 +358,11 @@ def defswitch(switch: Callable[..., Any], *funs: Any) -> None:
     """
     for fun in funs:
         RULES[fun].switch = switch
+
+
+def defstrong(fun: Any, *vjps: Optional[Callable[..., Any]]) -> None:
+    """Give the (registered) rule of ``fun`` its VJPs for sweeps with strong zeros (:attr:`Rule.strong_vjps`)."""
+    RULES[fun].strong_vjps = vjps
 
 
 def lookup(key: Any) -> Optional[Rule]:

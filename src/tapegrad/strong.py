@@ -124,7 +124,8 @@ class SafeRules:
     """The rule table as a sweep with strong zeros sees it.
 
     tapegrad's element-wise ufunc rules (those taking 0-d operands, see
-    ``Rule.scalar_operands``) get VJPs wrapped by :func:`strong_zero`, and dense
+    ``Rule.scalar_operands``) get VJPs wrapped by :func:`strong_zero`, rules with
+    their own strong VJPs (``Rule.strong_vjps``: the contractions) those, and dense
     cotangents (a banded or sparse batch keeps only its possible nonzeros: the two
     agree once zeros are strong).
     """
@@ -133,12 +134,15 @@ class SafeRules:
 
     def __getitem__(self, number: int) -> Any:
         rule = RULE_TABLE[number]
-        if not rule.scalar_operands:
+        if not rule.scalar_operands and not rule.strong_vjps:
             return rule
         safe = _SAFE_RULES.get(number)
         if safe is None or safe[0] is not rule:
             wrapped = copy.copy(rule)  # not a new Rule: that would take a place in RULE_TABLE
-            wrapped.vjps = tuple(_strong(v) if callable(v) else v for v in rule.vjps)
+            if rule.strong_vjps:  # the rule's own (a contraction: tapegrad.rules._util.strong_bilinear)
+                wrapped.vjps = rule.strong_vjps
+            else:
+                wrapped.vjps = tuple(_strong(v) if callable(v) else v for v in rule.vjps)
             wrapped.banded = wrapped.sparse = False  # structured batches arrive dense
             safe = _SAFE_RULES[number] = (rule, wrapped)
         return safe[1]

@@ -81,3 +81,50 @@ def unreduce(g: Any, shape: Sequence[int], axis: Optional[Any], keepdims: bool, 
 def swap_last(a: Any) -> Any:
     """Transpose the last two axes (matrix transpose of a stack)."""
     return np.swapaxes(a, -1, -2)
+
+
+def strong_bilinear(vjp: Any, other: int) -> Any:
+    """``vjp`` with strong zeros, for a VJP bilinear in the cotangent and argument ``other`` (a contraction).
+
+    A contraction's VJP sums products ``g[k] * m[k, j]`` of the cotangent and the
+    other operand; with strong zeros a zero ``g[k]`` contributes zero even where
+    ``m[k, j]`` is inf or NaN (plain arithmetic makes the whole sum NaN).  The sum is
+    computed again, by ``vjp`` itself, as its finite part (``m``'s non-finite entries
+    replaced by zeros) and three counts made with 0/1 arrays: of the nonzero
+    cotangent entries that meet ``+inf`` with their sign, ``-inf``, and NaN.  A
+    count above zero sets the entry to ``+inf``, ``-inf`` or NaN (both infinities:
+    NaN), as the sum of the nonzero terms alone would be.  The finite part and the
+    selections are NumPy calls, so traced operands (a Hessian) keep their derivatives.
+
+    Only real floating-point values are redone, and only when the plain result is
+    not finite, ``m`` is not finite and ``g`` is (an infinite cotangent is not a
+    zero's doing); anything else keeps the plain result.
+    """
+
+    def strong(g: Any, ans: Any, *args: Any, **kwargs: Any) -> Any:
+        gi = vjp(g, ans, *args, **kwargs)
+        m = args[other]
+        g_value, m_value, gi_value = strip(g), strip(m), strip(gi)
+        if not (
+            type(gi_value) is type(g_value) is type(m_value) is np.ndarray
+            and gi_value.dtype.kind == g_value.dtype.kind == m_value.dtype.kind == "f"
+        ):
+            return gi
+        if np.isfinite(gi_value).all() or np.isfinite(m_value).all() or not np.isfinite(g_value).all():
+            return gi
+        plain_args = [strip(a) for a in args]
+        plain_ans = strip(ans)
+
+        def count(cotangent: np.ndarray, operand: np.ndarray) -> np.ndarray:
+            plain_args[other] = operand
+            return vjp(cotangent, plain_ans, *plain_args, **kwargs)
+
+        finite_part = vjp(g, ans, *args[:other], np.where(np.isfinite(m_value), m, 0.0), *args[other + 1 :], **kwargs)
+        up, down = (g_value > 0).astype(g_value.dtype), (g_value < 0).astype(g_value.dtype)
+        plus, minus = (m_value == np.inf).astype(m_value.dtype), (m_value == -np.inf).astype(m_value.dtype)
+        to_plus = count(up, plus) + count(down, minus) > 0
+        to_minus = count(up, minus) + count(down, plus) > 0
+        to_nan = (count(up + down, np.isnan(m_value).astype(m_value.dtype)) > 0) | (to_plus & to_minus)
+        return np.where(to_nan, np.nan, np.where(to_plus, np.inf, np.where(to_minus, -np.inf, finite_part)))
+
+    return strong

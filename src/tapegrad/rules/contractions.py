@@ -30,8 +30,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dispatch import _reject_out, primitive
-from ..registry import CONSTANT_ARG, defcomposite, defconstant, defvjp
-from ._util import swap_last
+from ..registry import CONSTANT_ARG, defcomposite, defconstant, defstrong, defvjp
+from ._util import strong_bilinear, swap_last
 
 __all__ = ["einsum_p", "canonical_einsum"]
 
@@ -365,6 +365,7 @@ def _tensordot_b(g, ans, a, b, axes=2):
 
 
 defvjp(np.tensordot, _tensordot_a, _tensordot_b)
+defstrong(np.tensordot, strong_bilinear(_tensordot_a, 1), strong_bilinear(_tensordot_b, 0))
 defcomposite(np.linalg.tensordot, lambda x1, x2, axes=2: np.tensordot(x1, x2, axes=axes))
 
 

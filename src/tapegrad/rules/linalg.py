@@ -69,8 +69,8 @@ from ..array_types import follow_library
 from ..finiteness import finite
 from ..errors import NonDifferentiableArgumentError
 from ..memo import recalled, shared, shared_so_far
-from ..registry import defcomposite, defconstant, defvjp
-from ._util import negative_axes, swap_last, unreduce
+from ..registry import defcomposite, defconstant, defstrong, defvjp
+from ._util import negative_axes, strong_bilinear, swap_last, unreduce
 
 # ---------------------------------------------------------------- helpers
 
@@ -481,6 +481,7 @@ def _matmul_y(g, ans, x, y, **kwargs):
 
 # Each VJP reads the other operand (and only the ndim of its own, and ans's ndim).
 defvjp(np.matmul, _matmul_x, _matmul_y, needs=((1,), (0, -1)), banded=True, sparse=True)
+defstrong(np.matmul, strong_bilinear(_matmul_x, 1), strong_bilinear(_matmul_y, 0))
 
 
 # ---------------------------------------------------------------- inverse, determinants, solve
