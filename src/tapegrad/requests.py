@@ -200,7 +200,11 @@ def gradient_request(
     for i, y in enumerate(ys):
         gy = None if grad_ys is None else grad_ys[i]
         if gy is None:
-            seed = np.ones(np.shape(y), dtype=np.result_type(y) if type(y) is not Tracer else y.dtype)
+            if type(y) is Tracer:  # np.ones without its wrapper, nor np.shape's dispatch to the tracer
+                seed = np.empty(y.shape, dtype=y.dtype)
+                seed.fill(1)
+            else:
+                seed = np.ones(np.shape(y), dtype=np.result_type(y))
             if is_duck_array(unwrap_above(y, 0)):  # a seed in the target's library: lazy ones for a Dask target
                 seed = np.ones_like(strip(y), dtype=seed.dtype)
         else:

@@ -146,7 +146,8 @@ def _flat_sources(sources: list) -> list:
 
 def _require_scalar(out: Any, name: str) -> None:
     # math.prod of the shape, not np.size: Dask has no np.size and would compute `out`.
-    if isinstance(out, (list, tuple, dict)) or math.prod(np.shape(out)) != 1:
+    # A tracer's own shape: np.shape(tracer) is a dispatched constant call (microseconds).
+    if isinstance(out, (list, tuple, dict)) or math.prod(out.shape if type(out) is Tracer else np.shape(out)) != 1:
         shape = "a structure" if isinstance(out, (list, tuple, dict)) else f"shape {np.shape(out)}"
         raise TypeError(
             f"{name} needs a function with a scalar output, but it returned {shape}. "

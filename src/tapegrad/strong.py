@@ -78,6 +78,8 @@ def has_nan(value: Any) -> bool:
         return bool(np.isnan(raw).any())
     if nan_free(raw):  # a banded product proved finite as it was made
         return False
+    if raw.size <= 16 and not math.isnan(sum(raw.reshape(-1).tolist())):
+        return False  # a few floats (a small gradient): a NaN entry makes Python's sum NaN
     # np.minimum propagates NaN: the minimum is NaN exactly when an entry is NaN. One
     # thread, no BLAS (a BLAS dot's second thread spins for a busy core on small machines).
     return raw.size > 0 and math.isnan(np.minimum.reduce(raw, axis=None))
