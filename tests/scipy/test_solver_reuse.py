@@ -25,7 +25,8 @@ def _per_node(monkeypatch):
 
 
 def _without_reuse(monkeypatch):
-    monkeypatch.setattr(integrate, "_reused_jacobian", lambda rhs: None)
+    """f_y node by node, eagerly: no replayed recording (integrate._replayed_jacobian, an ArgsJacobian)."""
+    monkeypatch.setattr(integrate, "_replayed_jacobian", lambda rhs: None)
 
 
 def lotka(t, y, th):
@@ -112,14 +113,14 @@ def test_closure_over_traced_parameters_stays_eager(monkeypatch):
 
 def test_odeint_and_the_jacobians_are_replayed(monkeypatch):
     calls = []
-    original = integrate._reused_jacobian
+    original = integrate._replayed_jacobian
 
     def counting(rhs):
-        reused = original(rhs)
-        calls.append(reused)
-        return reused
+        replayed = original(rhs)
+        calls.append(replayed)
+        return replayed
 
-    monkeypatch.setattr(integrate, "_reused_jacobian", counting)
+    monkeypatch.setattr(integrate, "_replayed_jacobian", counting)
 
     def loss(th):
         ys = odeint(lambda y, t, th: lotka(t, y, th), [10.0, 5.0], np.linspace(0.0, 4.0, 9), args=(th,),
@@ -132,3 +133,6 @@ def test_odeint_and_the_jacobians_are_replayed(monkeypatch):
     fd = np.array([(loss(TH + h * e) - loss(TH - h * e)) / (2 * h) for e in np.eye(4)])
     np.testing.assert_allclose(g, fd, rtol=1e-4)
     assert calls and any(c is not None for c in calls)
+    stats = [c.pull.reuse_stats for c in calls if c is not None]
+    assert all(s.refused is None for s in stats)
+    assert sum(s.replays for s in stats) > 0 and sum(s.recordings for s in stats) <= len(set(map(id, stats)))

@@ -23,7 +23,8 @@ Values are SciPy's bits (``S`` times an exact zero).
   grid uses the same column-wise values (:func:`plain_columns`);
 * one recording of the callback per solve on a chunk of nodes, replayed chunk by
   chunk (:class:`ArgsJacobian`, :mod:`tapegrad.reuse` with its guards: a branch
-  that goes another way records again).
+  that goes another way records again).  With plain ``args`` it gives ``F_y`` alone:
+  the Jacobians of the traced chord step (``integrate._jacobians``).
 
 It applies only where that is the whole story: one tape level, a right-hand side
 whose traced inputs are its state and ``args`` (one that closes over tracers is
@@ -45,7 +46,7 @@ from ..tree import flatten, unflatten
 from ._core import as_array, levels_of, strip_tree
 
 __all__ = ["ArgsJacobian", "Stages", "LinearStages", "stage_sensitivities", "columns_jacobian", "plain_columns", "Recursion",
-           "propagate", "traced_columns", "PropagatedStages", "StageSolve", "solve_stages", "column_chord",
+           "propagate", "traced_columns", "remembered", "PropagatedStages", "StageSolve", "solve_stages", "column_chord",
            "scalar_columns"]
 
 #: Points per replayed chunk: a replay costs little per point, its recording grows with the chunk.
@@ -64,6 +65,11 @@ def _args_with(structure: Any, plain_leaves: list, traced: list, values: Sequenc
     for j, position in enumerate(traced):
         filled[position] = values[j]
     return unflatten(structure, filled)
+
+
+def _on_columns(fun: Callable, times: Any, y: Any, args: Sequence[Any], tfirst: bool) -> Any:
+    """``fun`` on every column of ``y`` (one point each) at once, ``times`` the columns' times (SciPy's ``vectorized``)."""
+    return as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
 
 
 def _agrees(out: np.ndarray, plain_rhs: Callable, times: np.ndarray, states: np.ndarray) -> bool:
@@ -88,7 +94,7 @@ def plain_columns(parts: tuple, plain_rhs: Callable, times: np.ndarray, states: 
         try:
             with np.errstate(all="ignore"):
                 y = np.ascontiguousarray(states.T)
-                out = as_array(fun(times, y, *plain_args) if tfirst else fun(y, times, *plain_args))
+                out = _on_columns(fun, times, y, plain_args, tfirst)
             out = np.asarray(strip_tree(out), dtype=float)
         except Exception:
             out = None
@@ -143,8 +149,7 @@ def _columns_block(fun: Callable, call: Callable, structure: Any, plain_leaves: 
     n, size = states.shape[1], times.size
 
     def columns(y: Any, *per_column: Any) -> Any:
-        a = _args_with(structure, plain_leaves, traced, per_column)
-        return as_array(fun(times, y, *a) if tfirst else fun(y, times, *a))
+        return _on_columns(fun, times, y, _args_with(structure, plain_leaves, traced, per_column), tfirst)
 
     copies = [np.repeat(np.asarray(plain_leaves[k], dtype=float)[..., None], size, axis=-1) for k in traced]
     try:
@@ -188,9 +193,18 @@ class ArgsJacobian:
         ``call(fun, t, y, args) -> array``: how the right-hand side calls ``fun``.
     args : tuple
         The callback's extra arguments; their traced leaves are differentiated.
+    tfirst : bool
+        Whether ``fun`` takes ``(t, y)`` (else ``(y, t)``).
 
-    ``usable`` is False when nothing in ``args`` is a real floating-point tracer
-    (nothing to do here) or a traced leaf is of another kind.
+    The points' stacked right-hand sides are recorded with the times as replayed inputs
+    (:mod:`tapegrad.reuse`: the same guards as ``reuse=True``) on a chunk of
+    ``CHUNK_VALUES // n`` points, every chunk padded to that size, and replayed for each
+    chunk.  Row ``k`` depends on point ``k``'s state and copy of the traced leaves only,
+    so the ``n`` cotangents ``e_i`` at every point at once give every point's Jacobians
+    (a batch of ``n`` rows, not ``k * n``).  With plain ``args`` (nothing traced) ``F_P``
+    has no columns: ``F_y`` alone, for the traced chord step.
+
+    ``usable`` is False when a traced leaf of ``args`` is not real floating-point.
     """
 
     def __init__(self, fun: Callable, call: Callable, args: tuple, tfirst: bool = True) -> None:
@@ -200,6 +214,8 @@ class ArgsJacobian:
         kinds = [np.asarray(self.plain_leaves[k]).dtype.kind for k in self.traced]
         self.usable = all(kind == "f" for kind in kinds)
         self.sizes = [int(np.size(self.plain_leaves[k])) for k in self.traced]
+        self.values = [np.array(self.plain_leaves[k], dtype=float) for k in self.traced] if self.usable else []
+        self.seeds: Optional[np.ndarray] = None  # the cotangents e_i at every point of a chunk, made once
         fun_, call_, structure, plain_leaves, traced = fun, call, self.structure, self.plain_leaves, self.traced
 
         def stacked(x: tuple, ts: Any) -> Any:
@@ -214,36 +230,52 @@ class ArgsJacobian:
 
         self.pull = reusable("pullback", stacked, True, also=(1,), quiet=True)
 
+    @staticmethod
+    def chunk(n: int) -> int:
+        """Points per replay for ``n`` states."""
+        return max(1, CHUNK_VALUES // n)
+
+    def replay(self, times: np.ndarray, states: np.ndarray) -> Optional[tuple]:
+        """:meth:`at` on at most :meth:`chunk` points: one replay, or ``None`` once the recording is refused.
+
+        A call that fails (a callback refusing traced times, ``float(t)``) refuses the
+        recording from then on; the caller's eager path decides (and raises what it raises).
+        """
+        if self.pull.reuse_stats.refused is not None:
+            return None
+        n, keep = states.shape[1], times.size
+        chunk = self.chunk(n)
+        pad = chunk - keep  # every chunk padded to one size: one recording per solve
+        ys = np.concatenate([states, np.repeat(states[-1:], pad, axis=0)])
+        ts = np.concatenate([times, np.repeat(times[-1:], pad)])
+        x = (ys,) + tuple(np.repeat(leaf[None], chunk, axis=0) for leaf in self.values)
+        if self.seeds is None or self.seeds.shape != (n, chunk, n):
+            self.seeds = np.zeros((n, chunk, n))
+            self.seeds[np.arange(n), :, np.arange(n)] = 1.0
+        try:
+            rows = strip_tree(self.pull(self.seeds, x, ts))  # per input: (n, chunk, *its shape)
+        except Exception:
+            self.pull.reuse_stats.refused = "the callback fails on traced times"
+            return None
+        fy = np.asarray(rows[0])[:, :keep].transpose(1, 0, 2)
+        parts = [np.asarray(r)[:, :keep].reshape(n, keep, -1) for r in rows[1:]]
+        fp = np.concatenate(parts, axis=-1).transpose(1, 0, 2) if parts else np.zeros((keep, n, 0))
+        return fy, fp
+
     def at(self, times: np.ndarray, states: np.ndarray) -> Optional[tuple]:
         """``(F_y (k, n, n), F_P (k, n, m))`` at ``(times[k], states[k])``, or ``None`` (not replayable).
 
         ``F_P``'s columns are the traced leaves, flattened, in order.
         """
-        n = states.shape[1]
-        chunk = max(1, CHUNK_VALUES // n)
+        chunk = self.chunk(states.shape[1])
         fy: List[np.ndarray] = []
         fp: List[np.ndarray] = []
-        seeds = np.zeros((n, chunk, n))
-        seeds[np.arange(n), :, np.arange(n)] = 1.0
-        leaves = [np.array(self.plain_leaves[k], dtype=float) for k in self.traced]
         for start in range(0, times.size, chunk):
-            ts, ys = times[start:start + chunk], states[start:start + chunk]
-            pad = chunk - ts.size  # every chunk padded to one size: one recording per solve
-            ys = np.concatenate([ys, np.repeat(ys[-1:], pad, axis=0)])
-            ts = np.concatenate([ts, np.repeat(ts[-1:], pad)])
-            x = (ys,) + tuple(np.repeat(leaf[None], chunk, axis=0) for leaf in leaves)
-            if self.pull.reuse_stats.refused is not None:
+            found = self.replay(times[start:start + chunk], states[start:start + chunk])
+            if found is None or self.pull.reuse_stats.refused is not None:  # recorded, but it closes over tracers
                 return None
-            try:
-                rows = strip_tree(self.pull(seeds, x, ts))  # per input: (n, chunk, *its shape)
-            except Exception:  # the eager path decides (and raises what it raises)
-                return None
-            if self.pull.reuse_stats.refused is not None:  # recorded, but it closes over tracers (or other)
-                return None
-            keep = chunk - pad
-            fy.append(np.asarray(rows[0])[:, :keep].transpose(1, 0, 2))
-            parts = [np.asarray(r)[:, :keep].reshape(n, keep, -1) for r in rows[1:]]
-            fp.append(np.concatenate(parts, axis=-1).transpose(1, 0, 2) if parts else np.zeros((keep, n, 0)))
+            fy.append(found[0])
+            fp.append(found[1])
         return np.concatenate(fy), np.concatenate(fp)
 
     def traced_leaves(self) -> list:
@@ -395,7 +427,7 @@ def traced_columns(fun: Callable, call: Callable, args: tuple, tfirst: bool, pla
     try:
         with np.errstate(all="ignore"):
             y = np.ascontiguousarray(states.T)
-            out = as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
+            out = _on_columns(fun, times, y, args, tfirst)
     except Exception:
         return None
     if not levels_of(out) or np.shape(out) != (states.shape[1], times.size):
@@ -403,6 +435,25 @@ def traced_columns(fun: Callable, call: Callable, args: tuple, tfirst: bool, pla
     if not _agrees(np.asarray(strip_tree(out), dtype=float), plain_rhs, times, states):
         return None
     return out
+
+
+def remembered(plain_rhs: Callable) -> Callable:
+    """``plain_rhs`` computing its plain value at each ``(t, y)`` once.
+
+    The closure path checks the column-wise form at the same spread nodes twice: its
+    traced values (:func:`traced_columns`), then the call whose pullback gives ``F_y``
+    (:func:`columns_jacobian`).  The two column-wise calls differ, so both comparisons
+    stay; the point-by-point values they are compared with are the same work.
+    """
+    seen: dict = {}
+
+    def point(t: Any, y: np.ndarray) -> np.ndarray:
+        key = (float(t), np.asarray(y).tobytes())
+        if key not in seen:
+            seen[key] = np.asarray(strip_tree(plain_rhs(t, y)), dtype=float)
+        return seen[key]
+
+    return point
 
 
 class PropagatedStages(Stages):
@@ -477,7 +528,7 @@ def column_chord(parts: tuple, times: np.ndarray, nodes_shape: tuple, z0: np.nda
             y = np.transpose(np.reshape(z, (count * q, n)))
             if not levels_of(y):  # the plain stages themselves: a callback that writes into y gets a copy
                 y = np.ascontiguousarray(y)
-            f = as_array(fun(times, y, *args) if tfirst else fun(y, times, *args))
+            f = _on_columns(fun, times, y, args, tfirst)
             if np.shape(f) != (n, count * q):
                 return None
             f = np.reshape(np.transpose(f), (count, q, n))

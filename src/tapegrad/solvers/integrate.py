@@ -55,7 +55,6 @@ import scipy.integrate as _int
 from ..api import stop_gradient
 from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
-from ..reuse import reusable
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
 from ._sensitivity import (
@@ -68,6 +67,7 @@ from ._sensitivity import (
     column_chord,
     columns_jacobian,
     plain_columns,
+    remembered,
     scalar_columns,
     stage_sensitivities,
     traced_columns,
@@ -96,12 +96,15 @@ def radau_iia(q: int) -> tuple:
     return c, a, inv_v
 
 
-def _node_jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray) -> tuple:
-    """``(f_y at each point, whether they came from the column-wise form)``: see :func:`_jacobians`."""
+def _node_jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray, plain: Optional[Callable] = None) -> tuple:
+    """``(f_y at each point, whether they came from the column-wise form)``: see :func:`_jacobians`.
+
+    ``plain`` replaces ``rhs.plain`` as the point-by-point reference of the column-wise check.
+    """
     parts = getattr(rhs, "parts", None)
     if parts is not None:
         fun, call, args, tfirst = parts
-        found = columns_jacobian(fun, call, strip_tree(args), tfirst, rhs.plain, times, states)
+        found = columns_jacobian(fun, call, strip_tree(args), tfirst, plain or rhs.plain, times, states)
         if found is not None:
             return found[0], True
     return _jacobians(rhs, times, states, columns=False), False
@@ -115,29 +118,25 @@ def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray, columns: bo
     Jacobian call has a fixed cost (a tape, a sweep), and stacking a few dozen points'
     right-hand sides shares it while the batch of cotangents stays small.  Where the
     right-hand side has a plain form, it is recorded once per solve and replayed for
-    every chunk (:func:`_reused_jacobian`).
+    every chunk (:func:`_replayed_jacobian`).
     """
     if columns:
         return _node_jacobians(rhs, times, states)[0]
     n = states.shape[1]
-    reused = _reused_jacobian(rhs)
+    replayed = _replayed_jacobian(rhs)
     out = []
     start = 0
     while start < times.size:
-        jac = None
-        if reused is not None:
-            # A replay costs little per point but the recording grows with the chunk: small chunks,
-            # all padded to one size (one recording per solve).
-            chunk = max(1, 16 // n)
+        found = None
+        if replayed is not None:
+            chunk = replayed.chunk(n)
             ts, ys = times[start:start + chunk], states[start:start + chunk]
-            pad = chunk - ts.size
-            jac = reused(np.concatenate([ys, np.repeat(ys[-1:], pad, axis=0)]),
-                         np.concatenate([ts, np.repeat(ts[-1:], pad)]))
-            if jac is None:
-                reused = None  # refused: eager from here on
-            else:
-                jac = jac[:ts.size, :, :ts.size]
-        if jac is None:
+            found = replayed.replay(ts, ys)
+            if found is None:
+                replayed = None  # refused: eager from here on
+        if found is not None:
+            out.append(np.ascontiguousarray(found[0]))  # (k, n, n) in C order, as the eager chunks
+        else:
             chunk = max(1, 64 // n)
             ts, ys = times[start:start + chunk], states[start:start + chunk]
 
@@ -145,51 +144,27 @@ def _jacobians(rhs: Callable, times: np.ndarray, states: np.ndarray, columns: bo
                 return np.stack([rhs(t, y[k]) for k, t in enumerate(_ts)])
 
             jac = plain_jacobian(stacked, ys)  # (k, n, k, n): block diagonal
-        out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
+            out.append(np.stack([jac[k, :, k, :] for k in range(ts.size)]))
         start += ts.size
     return np.concatenate(out)
 
 
-def _reused_jacobian(rhs: Callable) -> Optional[Callable]:
-    """``(ys, ts) -> d rhs(ts[k], ys[k]) / d ys`` (plain), recorded once per solve and replayed per chunk.
+def _replayed_jacobian(rhs: Callable) -> Optional[ArgsJacobian]:
+    """``f_y`` of ``rhs`` recorded once per solve and replayed per chunk, or ``None`` (no plain form).
 
-    Row ``k`` of the stacked right-hand sides depends on ``ys[k]`` only, so the
-    ``n`` cotangents ``e_i`` at every point at once give every point's Jacobian
-    (a batch of ``n`` rows, not ``k * n``).  The right-hand side with plain
-    arguments (``rhs.plain``) is recorded with the times as replayed inputs
-    (:mod:`tapegrad.reuse`: the same guards as ``reuse=True``).  ``None`` when
-    ``rhs`` has no plain form; the function gives ``None`` for a chunk it cannot
-    replay (a callback that closes over traced values, or refuses traced times),
-    and the caller then differentiates that chunk eagerly.
+    :class:`ArgsJacobian` with ``rhs``'s arguments made plain (so ``F_y`` alone), kept on
+    ``rhs``: every :func:`_jacobians` of one solve replays one recording.  A chunk it
+    cannot replay (a callback that closes over traced values, or refuses traced times)
+    gives ``None``, and the caller differentiates it eagerly.
     """
-    plain = getattr(rhs, "plain", None)
-    if plain is None:
+    parts = getattr(rhs, "parts", None)
+    if parts is None:
         return None
-    reused = getattr(rhs, "reused_jacobian", None)
-    if reused is None:
-
-        def stacked(y: Any, ts: Any) -> Any:
-            return np.stack([plain(ts[k], y[k]) for k in range(len(y))])
-
-        pull = reusable("pullback", stacked, True, also=(1,), quiet=True)
-
-        def reused(ys: np.ndarray, ts: np.ndarray) -> Optional[np.ndarray]:
-            if pull.reuse_stats.refused is not None:
-                return None
-            k, n = ys.shape
-            seeds = np.zeros((n, k, n))
-            seeds[np.arange(n), :, np.arange(n)] = 1.0
-            try:
-                rows = np.asarray(strip_tree(pull(seeds, ys, ts)))  # (n, k, n): rows[i, k] = J_k[i]
-            except Exception:  # e.g. a callback that refuses traced times (float(t)): eager from here on,
-                pull.reuse_stats.refused = "the callback fails on traced times"  # which raises what it raises
-                return None
-            jac = np.zeros((k, n, k, n))
-            jac[np.arange(k), :, np.arange(k), :] = rows.transpose(1, 0, 2)
-            return jac
-
-        rhs.reused_jacobian = reused
-    return reused
+    replayed = getattr(rhs, "replayed_jacobian", None)
+    if replayed is None:
+        fun, call, args, tfirst = parts
+        replayed = rhs.replayed_jacobian = ArgsJacobian(fun, call, strip_tree(args), tfirst)
+    return replayed
 
 
 def _integrated_basis(theta: Any, inv_v: np.ndarray) -> Any:
@@ -285,11 +260,12 @@ class Collocation:
     def _propagated(self, parts: tuple, times: np.ndarray, states: np.ndarray) -> Optional[Callable]:
         """The stages from one column-wise call on tracers and the plain recursion's pullback, or ``None``."""
         q, n = self.c.size, self.n
-        f = traced_columns(*parts, self.rhs.plain, times, states)
+        plain = remembered(self.rhs.plain)  # both column-wise checks compare with it at the same nodes
+        f = traced_columns(*parts, plain, times, states)
         if f is None:
             return None
         with self._quiet() if self._quiet is not None else contextlib.nullcontext():
-            fy = _jacobians(self.rhs, times, states)
+            fy = _node_jacobians(self.rhs, times, states, plain)[0]
         recursion = Recursion(self._step_inverses(fy.reshape(len(self.h), q, n, n)), self.h, self.a, n)
         if not (np.all(np.isfinite(recursion.forced)) and np.all(np.isfinite(recursion.carried))):
             return None
@@ -689,7 +665,7 @@ def _vector_rhs(fun: Callable, args: tuple, tfirst: bool = True, vectorized: boo
     def rhs(t: Any, y: Any) -> Any:
         return np.reshape(as_array(call(fun, t, y, args)), (-1,))
 
-    if plain:  # the same with plain arguments, for the Jacobians f_y (see _reused_jacobian)
+    if plain:  # the same with plain arguments: plain evaluations (the grid's defect, the column-wise checks)
         rhs.plain = _vector_rhs(fun, strip_tree(args), tfirst, vectorized, plain=False)
         rhs.parts = (fun, call, args, tfirst)  # for the first-order sensitivities (solvers._sensitivity)
     return rhs
