@@ -482,9 +482,13 @@ def _pass_through(x: Tracer, value: np.ndarray) -> Any:
     raw = strip(x)
     if value is raw:
         return x
-    out = x if x.dtype == value.dtype else x.astype(value.dtype)
+    # NumPy's layout too (np.asfortranarray, order="F"): ravel(order="K") and the like read it.
+    fortran = value.ndim > 1 and value.flags.f_contiguous and not value.flags.c_contiguous
+    out = x if x.dtype == value.dtype else x.astype(value.dtype, order="F" if fortran else "K")
     if out is x and not np.may_share_memory(value, raw):
-        out = np.copy(x)  # NumPy copied: writes into the result must not reach x
+        out = np.copy(x, order="F" if fortran else "K")  # NumPy copied: writes into the result must not reach x
+    elif fortran and out is x and not raw.flags.f_contiguous:
+        out = np.copy(x, order="F")
     return out if out.shape == value.shape else np.reshape(out, value.shape)
 
 

@@ -8,6 +8,7 @@ implementation, or :func:`call_constant`.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import weakref
 from typing import Any, Callable
@@ -84,6 +85,14 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
             if i < len(vjps) and vjps[i] is CONSTANT_ARG:
                 raw[i] = strip_all(a)
                 continue
+            if any((type(e) is list or type(e) is tuple) and _has_tracer(e) for e in a):
+                # np.stack([x[:2], [x[0], x[1]]]): an element that is itself a list holding tracers
+                # becomes the traced array NumPy would make of it, so that its values keep their
+                # parents (the function's own conversion would hide a tracer inside the raw call).
+                a = t(_assembled(e) for e in a)
+                if tape is None or any(type(e) is Tracer and e._tape.level > tape.level for e in a):
+                    return record(rule, args[:i] + (a,) + args[i + 1 :], kwargs)
+                raw[i] = a
             elems = None
             for j, e in enumerate(a):
                 if type(e) is Tracer and e._tape is tape:
@@ -477,6 +486,11 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
     rule = RULES.get(func)
     if rule is None:
         raise UnsupportedFunctionError(function_name(func))
+    out_at = _OUT_AT.get(func, _UNKNOWN)
+    if out_at is _UNKNOWN:
+        out_at = _out_position(func)
+    if (kwargs and kwargs.get("out") is not None) or (out_at is not None and len(args) > out_at and args[out_at] is not None):
+        return _function_into_out(func, rule, args, kwargs, out_at)
     if rule.kind is PRIMITIVE and len(args) == 1 and type(args[0]) is Tracer and rule.vjps[:1] != (CONSTANT_ARG,):
         # np.sum(x, axis=0), np.transpose(x): one traced input, constant keywords, no lists to walk.
         for v in kwargs.values():
@@ -484,6 +498,75 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
                 return call_rule(rule, args, kwargs)
         return record_traced_first(rule, args[0], (), kwargs)
     return call_rule(rule, args, kwargs)
+
+
+def _assembled(obj: Any) -> Any:
+    """A (nested) list holding tracers as one traced array, as ``np.array`` makes it; anything else as it is."""
+    if (type(obj) is list or type(obj) is tuple) and _has_tracer(obj):
+        return np.stack([_assembled(e) for e in obj])
+    return obj
+
+
+# Where an array function takes ``out`` by position (``np.sum(a, axis, dtype, out)``), read once
+# per function from its signature; None when it has no positional ``out``.
+_OUT_AT: dict = {}
+_UNKNOWN = object()
+
+
+def _out_position(func: Any) -> Any:
+    at = None
+    try:
+        parameters = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):  # no signature: ``out`` can only come as a keyword
+        parameters = []
+    for i, p in enumerate(parameters):
+        if p.kind is inspect.Parameter.VAR_POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY:
+            break
+        if p.name == "out":
+            at = i
+            break
+    _OUT_AT[func] = at
+    return at
+
+
+def _function_into_out(func: Any, rule: Any, args: tuple, kwargs: dict, out_at: Any) -> Any:
+    """``f(..., out=y)`` for an array function (``np.sum``, ``np.cumsum``, ``x.mean(out=y)``).
+
+    NumPy writes the result into ``y`` and returns ``y``.  A traced ``y`` gets the
+    result as an in-place write, recorded like ``y[...] = f(...)``; a plain ``y`` can
+    hold no gradient, so a differentiable result is refused (a constant one, an
+    ``argmax``, is NumPy's own call).  Left to the rule, the raw call would fill the
+    buffer while the tape returned another value: a gradient silently lost.
+    """
+    name = function_name(func)
+    if kwargs and kwargs.get("out") is not None:
+        target = kwargs["out"]
+        rest_args, rest_kwargs = args, {k: v for k, v in kwargs.items() if k != "out"}
+    else:
+        target = args[out_at]
+        rest_args, rest_kwargs = args[:out_at] + (None,) + args[out_at + 1 :], kwargs
+    if type(target) is not Tracer:
+        if rule.kind is CONSTANT and not _has_tracer(target):
+            return call_rule(rule, args, kwargs)  # no gradient: NumPy writes the plain answer
+        _reject_out(name, {"out": target})
+    result = dispatch_function(func, rest_args, rest_kwargs)
+    if np.shape(result) != target.shape:
+        raise ValueError(f"{name}: out has shape {target.shape}, but the result has shape {np.shape(result)}")
+    return write_result(target, result, "same_kind" if rule.kind is not CONSTANT else "unsafe", name)
+
+
+def write_result(target: Tracer, result: Any, casting: str, name: str) -> Any:
+    """Write ``result`` (broadcast to its shape) into the traced array ``target`` in place, as NumPy's ``out=``."""
+    dtype = result.dtype if type(result) is Tracer else np.result_type(result)
+    if not np.can_cast(dtype, target.dtype, casting=casting):
+        raise TypeError(f"Cannot cast {name} output from {dtype!r} to {target.dtype!r} with casting rule {casting!r}")
+    if np.shape(result) != target.shape:
+        result = np.broadcast_to(result, target.shape)
+    if dtype != target.dtype:
+        result = result.astype(target.dtype)
+    if type(result) is not Tracer:  # every input was a constant: the written entries are too
+        result = target._tape.constant(np.asarray(result))
+    return ROUTES.write(target, result, None)
 
 
 def _reject_out(name: str, kwargs: dict) -> None:
@@ -516,21 +599,17 @@ def _into_traced_out(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) 
         # NumPy never computes the masked entries: neither do their warnings appear.
         with np.errstate(all="ignore"):
             result = dispatch_ufunc(ufunc, method, inputs, rest)
-    dtype = result.dtype if type(result) is Tracer else np.result_type(result)
-    if not np.can_cast(dtype, target.dtype, casting=casting):
-        raise TypeError(
-            f"Cannot cast ufunc '{ufunc.__name__}' output from {dtype!r} to {target.dtype!r} "
-            f"with casting rule {casting!r}"
-        )
-    if np.shape(result) != target.shape:
-        result = np.broadcast_to(result, target.shape)
     if where is not True:
+        dtype = result.dtype if type(result) is Tracer else np.result_type(result)
+        if not np.can_cast(dtype, target.dtype, casting=casting):  # before the selection promotes
+            raise TypeError(
+                f"Cannot cast ufunc '{ufunc.__name__}' output from {dtype!r} to {target.dtype!r} "
+                f"with casting rule {casting!r}"
+            )
+        if np.shape(result) != target.shape:
+            result = np.broadcast_to(result, target.shape)
         result = np.where(strip(where), result, target)
-    if dtype != target.dtype:
-        result = result.astype(target.dtype)
-    if type(result) is not Tracer:  # every input was a constant: the written entries are too
-        result = target._tape.constant(np.asarray(result))
-    return ROUTES.write(target, result, None)
+    return write_result(target, result, casting, f"ufunc '{ufunc.__name__}'")
 
 
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, observe: bool = True) -> Any:

@@ -457,7 +457,7 @@ class Tracer(NDArrayOperatorsMixin):
         return ROUTES.astype(self, dtype, *args, **kwargs)
 
     def copy(self, order: str = "K") -> Any:
-        return np.copy(self)
+        return np.copy(self, order=order)  # the layout shows later, in ravel(order="K") and the like
 
     def conj(self) -> Any:
         return np.conjugate(self)

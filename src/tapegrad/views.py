@@ -169,10 +169,17 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
                 "item size) while the original is alive: NumPy would change the original too. "
                 "Copy first (y = np.real(x).copy()) or write out of place."
             )
-    if isinstance(unwrap_above(target, 0), np.ndarray):
+    old = unwrap_above(target, 0)
+    if isinstance(old, np.ndarray):
         # A 0-d array written in place stays an array (NumPy returns a scalar for the
         # arithmetic that computed the new value): later in-place updates must write too.
         target._array = True
+        if old.ndim > 1 and old.flags.f_contiguous and not old.flags.c_contiguous:
+            # NumPy writes into the array's own memory: an F-ordered array stays F-ordered
+            # (ravel(order="K") and the like read it), whatever layout the new value has.
+            fresh = unwrap_above(new, 0)
+            if isinstance(fresh, np.ndarray) and not fresh.flags.f_contiguous:
+                new = np.copy(new, order="F")
     target._value, target._index, target._out, target._tape = new._value, new._index, new._out, new._tape
     target._small = new._small
     if viewof is not None:

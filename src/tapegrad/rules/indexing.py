@@ -176,7 +176,10 @@ defvjp(
 
 def _setitem(x: Any, index: Any, value: Any) -> Any:
     """Functional ``x[index] = value``: a new array, ``x`` is untouched."""
-    out = x.copy() if hasattr(x, "copy") else np.array(x)
+    if type(x) is np.ndarray:
+        out = x.copy(order="K")  # the layout stays (an F-ordered array written into stays F-ordered)
+    else:
+        out = x.copy() if hasattr(x, "copy") else np.array(x)
     if np.ndim(out) == 0 and not isinstance(out, np.ndarray):
         out = np.array(out)
     out[index] = value
