@@ -1030,6 +1030,18 @@ def fortran_buffer_memory_order(x):
     return np.ravel(A, order="K") * np.arange(1.0, 7.0)  # memory order: columns first
 
 
+def weighted_ndenumerate(x):
+    s = 0.0
+    for (i, j), v in np.ndenumerate(x.reshape(2, 3)):
+        s = s + v**2 * (i + j)
+    return s
+
+
+def strided_window_means(x):
+    w = np.lib.stride_tricks.as_strided(x, shape=(len(x) - 2, 3), strides=(8, 8))  # float64
+    return np.sum(w.mean(axis=1) ** 2)
+
+
 FIXED = {
     # np.stack with a list of traced scalars next to a traced array: the list's gradient was dropped
     "stack_list_of_tracers_next_to_array": (perpendicular_frame, [np.array([0.7, -1.3])], {}),
@@ -1040,6 +1052,11 @@ FIXED = {
     "asfortranarray_then_ravel_K": (fortran_buffer_memory_order, [_point(92, 6)], {}),
     # np.concatenate([x, [x.sum()]]): a list holding a traced scalar inside the list of arrays
     "concatenate_list_scalar": (lambda x: np.sum(np.concatenate([x, [x.sum()]]) ** 2), [_point(93, 6)], {}),
+    # refused before: np.pad's statistic and ramp modes, np.ndenumerate, as_strided windows
+    "pad_mean_mode": (lambda x: np.sum(np.pad(x, 2, mode="mean") ** 2), [_point(94, 6)], {}),
+    "pad_linear_ramp": (lambda x: np.sum(np.pad(x, 2, mode="linear_ramp") ** 2), [_point(95, 6)], {}),
+    "ndenumerate": (weighted_ndenumerate, [_point(96, 6)], {}),
+    "as_strided_windows": (strided_window_means, [_point(97, 6)], {}),
 }
 PROGRAMS.update(FIXED)
 
@@ -1202,14 +1219,6 @@ def _refusal_det_singular(p):
     return 0.5 * np.linalg.det(np.stack([p[1] - p[0], p[2] - p[0]]))
 
 
-def _refusal_pad_mean_mode(x):
-    return np.sum(np.pad(x, 2, mode="mean") ** 2)
-
-
-def _refusal_pad_linear_ramp(x):
-    return np.sum(np.pad(x, 2, mode="linear_ramp") ** 2)
-
-
 def _refusal_polynomial_polyder(x):
     from numpy.polynomial import polynomial as P
 
@@ -1224,31 +1233,15 @@ def _refusal_interp_list_fp(x):
     return np.interp(1.5, [0.0, 1.0, 2.0], [x[0], x[1], x[2] ** 2])
 
 
-def _refusal_ndenumerate(x):
-    s = 0.0
-    for (i, j), v in np.ndenumerate(x.reshape(2, 3)):
-        s = s + v**2 * (i + j)
-    return s
-
-
-def _refusal_as_strided_windows(x):
-    w = np.lib.stride_tricks.as_strided(x, shape=(len(x) - 2, 3), strides=(8, 8))  # float64
-    return np.sum(w.mean(axis=1) ** 2)
-
-
 REFUSALS = {
     "plain_buffer_slice_add": (_refusal_plain_buffer_slice_add, tg.GradientDroppedError),
     "add_at_plain_target": (_refusal_add_at_plain_target, tg.GradientDroppedError),
     "ufunc_on_list_of_tracers": (_refusal_ufunc_on_list_of_tracers, tg.GradientDroppedError),
     "shift_in_place": (_refusal_shift_in_place, tg.GradientDroppedError),
     "det_at_singular_matrix": (_refusal_det_singular, np.linalg.LinAlgError),
-    "pad_mean_mode": (_refusal_pad_mean_mode, tg.UnsupportedFunctionError),
-    "pad_linear_ramp": (_refusal_pad_linear_ramp, tg.UnsupportedFunctionError),
     "polynomial_polyder": (_refusal_polynomial_polyder, tg.GradientDroppedError),
     "quantile_weights": (_refusal_quantile_weights, tg.NonDifferentiableArgumentError),
     "interp_list_fp": (_refusal_interp_list_fp, tg.GradientDroppedError),
-    "ndenumerate": (_refusal_ndenumerate, AttributeError),
-    "as_strided_windows": (_refusal_as_strided_windows, AttributeError),
 }
 REFUSAL_POINTS = {
     "det_at_singular_matrix": np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0]),  # collinear points

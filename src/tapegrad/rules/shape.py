@@ -31,8 +31,9 @@ import numpy as np
 from ..dispatch import strip
 from ..errors import GradientDroppedError, UnsupportedFunctionError
 from ..lazy import is_dask
-from ..registry import PRIMITIVE, RULES, defcomposite, defvjp
+from ..registry import PRIMITIVE, RULES, defcomposite, defvjp, intercepted
 from ..tracer import Tracer
+from ..views import WHOLE, link_view
 from ._util import batch_ndim, negative_axes
 from .indexing import gather, getitem
 
@@ -401,6 +402,45 @@ def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=F
 # xarray's rolling windows (DataArray.rolling(...).construct / .mean) use it.
 defcomposite(np.lib.stride_tricks.sliding_window_view, _sliding_window_view)
 
+
+def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
+    """``as_strided`` on a tracer: the elements its strides address, gathered (older NumPy code's windows).
+
+    The byte strides address the traced value's memory, whose layout is the one plain
+    NumPy would have; every element they reach must be one of ``x``'s own (NumPy would
+    read whatever memory lies there), else a clear error.  The result is a copy that
+    stands for a view: a write into it is refused (NumPy would write into ``x``).
+    """
+    x = _as_array(x)
+    raw = np.asarray(strip(x))
+    shape = raw.shape if shape is None else tuple(int(n) for n in shape)
+    strides = raw.strides if strides is None else tuple(int(b) for b in strides)
+    if len(strides) != len(shape):
+        raise ValueError("mismatch in length of strides and shape")
+
+    def byte_offsets(dims: tuple, steps: tuple) -> np.ndarray:
+        grid = np.indices(dims, dtype=np.intp).reshape(len(dims), -1)
+        return np.asarray(steps, dtype=np.intp) @ grid if dims else np.zeros(1, dtype=np.intp)
+
+    own = byte_offsets(raw.shape, raw.strides)  # of x's elements, in C order
+    wanted = byte_offsets(shape, strides)
+    order = np.argsort(own, kind="stable")
+    at = np.clip(np.searchsorted(own[order], wanted), 0, max(own.size - 1, 0))
+    if own.size == 0 or not np.array_equal(own[order][at], wanted):
+        if wanted.size:
+            raise ValueError(
+                "numpy.lib.stride_tricks.as_strided on a tracer: these shape and strides reach memory "
+                "outside the array's elements, which tapegrad cannot differentiate (NumPy reads whatever "
+                "lies there). Use numpy.lib.stride_tricks.sliding_window_view for windows."
+            )
+    out = getitem(np.reshape(x, (-1,)), np.reshape(order[at], shape) if wanted.size else np.zeros(shape, np.intp))
+    if type(out) is Tracer and type(x) is Tracer:
+        link_view(x, out, WHOLE)  # a write through it would reach x in NumPy: refused (views.write)
+    return out
+
+
+defcomposite(intercepted(np.lib.stride_tricks.as_strided), _as_strided)
+
 defvjp(np.flip, lambda g, ans, m, axis=None: np.flip(g, negative_axes(axis, np.ndim(m))), sparse=True)
 
 
@@ -470,11 +510,108 @@ def _pad(array, pad_width, mode="constant", **kwargs):
         return gather(lambda tx, tf: np.pad(tx, pad_width, "constant", constant_values=tf), x, fill)
     if mode in _PAD_COPY_MODES and kwargs.get("reflect_type", "even") == "even":
         return gather(lambda t: np.pad(t, pad_width, mode, **kwargs), x)
+    if mode in _PAD_STATS and set(kwargs) <= {"stat_length"} and x.dtype.kind in "fc":
+        return _pad_axis_by_axis(x, pad_width, lambda part, axis, widths, lengths: _stat_sides(
+            part, axis, widths, lengths, _PAD_STATS[mode]), _pairs(kwargs.get("stat_length"), np.ndim(x)))
+    if mode == "linear_ramp" and set(kwargs) <= {"end_values"} and x.dtype.kind in "fc":
+        return _pad_axis_by_axis(x, pad_width, _ramp_sides, _pairs(kwargs.get("end_values", 0), np.ndim(x)))
+    if mode in ("reflect", "symmetric") and set(kwargs) == {"reflect_type"} and kwargs["reflect_type"] == "odd":
+        return _pad_odd(x, pad_width, mode)
     raise UnsupportedFunctionError(
         "numpy.pad",
-        f"Supported: mode='constant' (traced constant_values too), {', '.join(_PAD_COPY_MODES)} "
-        f"with reflect_type='even'; got mode={mode!r} {kwargs or ''}.",
+        f"Supported: mode='constant' (traced constant_values too), {', '.join(_PAD_COPY_MODES)}, "
+        f"reflect_type='odd' within one reflection, {', '.join(_PAD_STATS)} (stat_length too) and "
+        f"linear_ramp on floating-point arrays; got mode={mode!r} {kwargs or ''}.",
     )
+
+
+# NumPy pads the axes in order, each from the array already padded along the earlier ones;
+# so do these modes, with traced statistics and ramps concatenated on both sides.
+_PAD_STATS = {"maximum": np.max, "mean": np.mean, "median": np.median, "minimum": np.min}
+
+
+def _pairs(value: Any, ndim: int) -> list:
+    """Per axis ``(before, after)``, as NumPy reads ``stat_length`` and ``end_values`` (None stays None)."""
+    if value is None:
+        return [(None, None)] * ndim
+    a = np.asarray(strip(value))
+    if a.size == 1:
+        return [(a.item(), a.item())] * ndim
+    if a.shape in ((2,), (1, 2)):
+        return [tuple(a.reshape(2).tolist())] * ndim
+    return [tuple(row) for row in np.broadcast_to(a, (ndim, 2)).tolist()]
+
+
+def _widths(shape: tuple, pad_width: Any) -> list:
+    """Per axis ``(before, after)`` of ``pad_width``, parsed (and refused) by NumPy itself."""
+    marker = np.pad(np.ones((1,) * len(shape), dtype=bool), pad_width)
+    before = [int(i[0]) for i in np.nonzero(marker)]
+    return [(b, n - 1 - b) for b, n in zip(before, marker.shape)]
+
+
+def _at(axis: int, part: slice) -> tuple:
+    return (slice(None),) * axis + (part,)
+
+
+def _pad_axis_by_axis(x: Any, pad_width: Any, sides: Any, per_axis: list) -> Any:
+    out = x
+    for axis, widths in enumerate(_widths(np.shape(x), pad_width)):
+        if widths == (0, 0):
+            continue
+        left, right = sides(out, axis, widths, per_axis[axis])
+        out = np.concatenate([left, out, right], axis=axis)
+    return out
+
+
+def _stat_sides(part: Any, axis: int, widths: tuple, lengths: tuple, stat: Any) -> tuple:
+    n = np.shape(part)[axis]
+    sides = []
+    for side, (width, length) in enumerate(zip(widths, lengths)):
+        length = n if length is None else min(int(length), n)
+        if length <= 0 and width > 0:
+            raise ValueError("stat_length of 0 yields no value for padding")
+        chunk = part[_at(axis, slice(0, length) if side == 0 else slice(n - length, n))] if width else part
+        value = stat(chunk, axis=axis, keepdims=True) if width else part
+        shape = list(np.shape(part))
+        shape[axis] = width
+        sides.append(np.broadcast_to(value, shape) if width else part[_at(axis, slice(0, 0))])
+    return sides[0], sides[1]
+
+
+def _ramp_sides(part: Any, axis: int, widths: tuple, ends: tuple) -> tuple:
+    n = np.shape(part)[axis]
+    if n == 0 and any(widths):
+        raise ValueError("can't extend empty axis 0 using modes other than 'constant' or 'empty'")
+    sides = []
+    for side, (width, end) in enumerate(zip(widths, ends)):
+        if not width:
+            sides.append(part[_at(axis, slice(0, 0))])
+            continue
+        edge = part[_at(axis, slice(0, 1) if side == 0 else slice(n - 1, n))]
+        ramp = np.linspace(end, np.squeeze(edge, axis), width, endpoint=False, dtype=part.dtype, axis=axis)
+        sides.append(ramp if side == 0 else np.flip(ramp, axis))
+    return sides[0], sides[1]
+
+
+def _pad_odd(x: Any, pad_width: Any, mode: str) -> Any:
+    """``reflect_type="odd"``: twice the edge minus the even reflection, where one reflection covers the pad."""
+    out = x
+    for axis, (before, after) in enumerate(_widths(np.shape(x), pad_width)):
+        n = np.shape(out)[axis]
+        reach = n - 1 if mode == "reflect" else n
+        if before > reach or after > reach or n == 0:
+            raise UnsupportedFunctionError(
+                "numpy.pad", f"reflect_type='odd' on a tracer pads at most one reflection ({reach} along axis "
+                f"{axis}); got ({before}, {after})."
+            )
+        widths = [(0, 0)] * np.ndim(x)
+        widths[axis] = (before, after)
+        even = gather(lambda t: np.pad(t, widths, mode), out)
+        first, last = out[_at(axis, slice(0, 1))], out[_at(axis, slice(n - 1, n))]
+        left = 2 * first - even[_at(axis, slice(0, before))]
+        right = 2 * last - even[_at(axis, slice(before + n, before + n + after))]
+        out = np.concatenate([left, out, right], axis=axis)
+    return out
 
 
 defcomposite(np.pad, _pad)
