@@ -253,7 +253,17 @@ add(np.unstack, s(lambda x: np.unstack(x, axis=1), _A))
 add(np.append, s(lambda x, y: np.append(x, y, axis=0), _A, normal(1, 3)))
 add(np.insert, s(lambda x, v: np.insert(x, 1, v, axis=1), _A, normal(2)))
 add(np.delete, s(lambda x: np.delete(x, [0, 2], axis=1), _A))
-add(np.pad, s(lambda x: np.pad(x, ((1, 0), (0, 2))), _A), s(lambda x: np.pad(x, 2, mode="reflect"), normal(3)))
+add(
+    np.pad,
+    s(lambda x: np.pad(x, ((1, 0), (0, 2))), _A),
+    s(lambda x: np.pad(x, 2, mode="reflect"), normal(3)),
+    s(lambda x: np.pad(x, ((1, 2), (2, 1)), mode="mean", stat_length=2), _A),
+    s(lambda x: np.pad(x, 2, mode="linear_ramp", end_values=(1.0, -1.0)), normal(3)),
+)
+add(
+    np.lib.stride_tricks.as_strided,
+    s(lambda x: np.lib.stride_tricks.as_strided(x, shape=(3, 3), strides=(x.itemsize, x.itemsize)), normal(5)),
+)
 add(np.repeat, s(lambda x: np.repeat(x, 2, axis=1), _A), s(lambda x: np.repeat(x, [1, 3]), normal(2)))
 add(np.tile, s(lambda x: np.tile(x, (2, 1)), _A))
 add(

@@ -548,3 +548,40 @@ def test_jacobian_of_a_wide_layer_uses_the_identity_seed_and_is_exact():
     h = np.tanh(W1 @ x)
     expected = (1 - np.tanh(W2 @ h) ** 2)[:, None] * W2 @ ((1 - h**2)[:, None] * W1)
     np.testing.assert_allclose(J, expected, rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------- det at singular matrices
+def _fd_columns(f, x, h=1e-6):
+    return np.stack([(np.asarray(f(x + h * e)) - np.asarray(f(x - h * e))) / (2 * h) for e in np.eye(x.size)], -1)
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        np.array([[1.0, 2.0], [2.0, 4.0]]),  # rank 1
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),  # rank 2
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0]]),  # rank 1: every 2x2 minor singular too
+        np.zeros((3, 3)),
+        np.stack([np.eye(3), np.ones((3, 3))]),  # a batch: one invertible, one singular
+    ],
+    ids=["rank1_2x2", "rank2_3x3", "rank1_3x3", "zero_3x3", "batch"],
+)
+def test_det_gradient_and_hessian_at_singular_matrices(a):
+    """d det / dA is the cofactor matrix everywhere: no LinAlgError where inv(A) does not exist."""
+    shape = a.shape
+
+    def f(flat):
+        return np.sum(np.linalg.det(flat.reshape(shape)) * np.arange(1.0, 1.0 + np.prod(shape[:-2])))
+
+    x = a.ravel()
+    np.testing.assert_allclose(tg.grad(f)(x), _fd_columns(f, x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(tg.hessian(f)(x), _fd_columns(tg.grad(f), x), rtol=1e-5, atol=1e-6)
+
+
+def test_degenerate_triangle_area_has_its_gradient():
+    def area(p):
+        p = p.reshape(3, 2)
+        return 0.5 * np.linalg.det(np.stack([p[1] - p[0], p[2] - p[0]]))
+
+    collinear = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
+    np.testing.assert_allclose(tg.grad(area)(collinear), [-0.5, 0.5, 1.0, -1.0, -0.5, 0.5], rtol=1e-14)

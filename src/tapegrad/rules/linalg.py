@@ -501,7 +501,26 @@ def _inv_t(a):
 
 
 def _det_vjp(g, ans, a):
-    return (g * ans)[..., None, None] * _inv_t(a)
+    try:
+        return (g * ans)[..., None, None] * _inv_t(a)
+    except np.linalg.LinAlgError:  # singular: det's gradient is still its cofactor matrix
+        return g[..., None, None] * _cofactors(a)
+
+
+def _cofactors(a):
+    """The cofactor matrix of ``a`` (the gradient of ``det``), from the determinants of its minors.
+
+    ``det(a) inv(a)^T`` where ``a`` is invertible; at a singular matrix (the area of a
+    degenerate triangle) the minors' determinants still give it, and they are NumPy
+    calls, so second derivatives follow (a singular minor takes this path again).
+    """
+    n = np.shape(a)[-1]
+    if n == 1:
+        return np.ones_like(a)
+    keep = np.array([[k for k in range(n) if k != i] for i in range(n)])  # (n, n - 1): the rows (columns) kept
+    minors = a[..., keep[:, None, :, None], keep[None, :, None, :]]  # (..., n, n, n - 1, n - 1)
+    signs = (-1.0) ** np.add.outer(np.arange(n), np.arange(n))
+    return signs * np.linalg.det(minors)
 
 
 def _slogdet_vjp(g, ans, a):
@@ -515,7 +534,7 @@ def _slogdet_vjp(g, ans, a):
 
 defvjp(np.linalg.inv, _inv_vjp)
 # Both scale inv(A) by the cotangent: a sparse batch (a Hessian through tetrahedron volumes) stays sparse.
-defvjp(np.linalg.det, _det_vjp, note="uses inv(A): raises LinAlgError at a singular matrix", sparse=True)
+defvjp(np.linalg.det, _det_vjp, note="det(A) inv(A)^T; cofactors at a singular matrix", sparse=True)
 defvjp(np.linalg.slogdet, _slogdet_vjp, note="sign is constant for real input", sparse=True)
 
 
