@@ -353,7 +353,7 @@ REFUSED = {
         r"numpy\.linalg\.inv \(called at .*list or tuple holding tapegrad tracers.*__array_wrap__",
     ),
     "det": (lambda x: np.linalg.det([[x[0], x[1]], [x[2], x[3]]]), r"numpy\.linalg\.det \(called at .*no derivative rule"),
-    "corrcoef": (lambda x: np.sum(np.corrcoef([x, x**2])), r"numpy\.corrcoef \(called at .*numpy\.clip was called with out="),
+    "corrcoef": (lambda x: np.sum(np.corrcoef([x, x**2])), r"numpy\.corrcoef \(called at .*in-place write into a traced array that overlaps a view"),
     "object_dtype": (lambda x: np.mean([x[0], "a"]), r"numpy\.mean \(called at "),
 }
 

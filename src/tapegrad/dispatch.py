@@ -569,9 +569,18 @@ def write_result(target: Tracer, result: Any, casting: str, name: str) -> Any:
     return ROUTES.write(target, result, None)
 
 
-def _reject_out(name: str, kwargs: dict) -> None:
+def _reject_out(name: str, kwargs: dict, inputs: tuple = ()) -> None:
     out = kwargs.get("out")
-    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+    outs = out if isinstance(out, tuple) else (out,)
+    if out is not None and any(o is not None and any(o is i for i in inputs) for o in outs):
+        # ``y += x``, ``y[1:-1] *= x``: NumPy's in-place operator on a plain y calls the ufunc with out=y.
+        raise GradientDroppedError(
+            f"an in-place update of a plain array with a traced value (y += x, y[i:j] *= x: {name} "
+            "with out=y) would write traced results into y and drop their gradient. Make y traced "
+            "where it is made (y = np.zeros_like(x, shape=...) instead of np.zeros(...), or y = x.copy()): "
+            "writes into it are recorded. Or write y = y + x."
+        )
+    if out is not None and any(o is not None for o in outs):
         raise GradientDroppedError(
             f"{name} was called with out=...: writing a traced result into a preallocated array "
             "would drop its gradient. Write y = f(x) instead of f(x, out=y) (and y = y + x "
@@ -621,7 +630,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, ob
         written = _into_traced_out(ufunc, method, inputs, kwargs)
         if written is not None:
             return written
-        _reject_out(function_name(ufunc if method == "__call__" else (ufunc, method)), kwargs)
+        _reject_out(function_name(ufunc if method == "__call__" else (ufunc, method)), kwargs, inputs)
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     key = ufunc if method == "__call__" else (ufunc, method)
     rule = RULES.get(key) or lookup(key)
