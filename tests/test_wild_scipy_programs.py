@@ -1684,6 +1684,28 @@ class Program:
 
 
 PROGRAMS = {
+    # a traced parameter that enters only through a switch (np.where(t > p, 1, 0)): the jump
+    # moves with it; the solve was taken as constant (gradient 0) before
+    "ivp_relay_switch_at_traced_time": Program(
+            relay_switched_on_at_traced_time,
+            np.array([1.3]),
+            reference=relay_closed_form,
+            ref_eps=1e-5,
+            rtol=1e-6,
+            atol=1e-8,
+            hess_rtol=1e-4,
+            hess_atol=1e-6,
+        ),
+    "ivp_state_threshold_switch": Program(
+            state_threshold_switch,
+            np.array([0.6]),
+            reference=state_threshold_closed_form,
+            ref_eps=1e-5,
+            rtol=1e-6,
+            atol=1e-8,
+            hess_rtol=1e-4,
+            hess_atol=1e-6,
+        ),
     # special
     "negbin_nll": Program(negbin_nll, np.array([0.4, -0.3])),
     "beta_binomial": Program(beta_binomial_loglik, np.array([0.3, 0.6])),
@@ -1969,52 +1991,6 @@ def _bug(reason, raises):
 # Genuine tapegrad bugs: a wrong number (AssertionError of the checks) or an unclear
 # crash instead of a tapegrad error.
 BUGS = {
-    "ivp_relay_switch_at_traced_time": (
-        Program(
-            relay_switched_on_at_traced_time,
-            np.array([1.3]),
-            reference=relay_closed_form,
-            ref_eps=1e-5,
-            rtol=1e-6,
-            atol=1e-8,
-            hess_rtol=1e-4,
-            hess_atol=1e-6,
-        ),
-        _bug(
-            "solve_ivp: a right-hand side that depends on a traced parameter only through a switch "
-            "(np.where(t > p, 1, 0)) gets gradient 0.0 (exact -exp(p - 3) = -0.183)",
-            AssertionError,
-        ),
-    ),
-    "ivp_state_threshold_switch": (
-        Program(
-            state_threshold_switch,
-            np.array([0.6]),
-            reference=state_threshold_closed_form,
-            ref_eps=1e-5,
-            rtol=1e-6,
-            atol=1e-8,
-            hess_rtol=1e-4,
-            hess_atol=1e-6,
-        ),
-        _bug("solve_ivp: np.where(y > p, 1, 0) with traced threshold p: gradient 0.0 (exact -2)", AssertionError),
-    ),
-    "quad_jump_at_traced_point": (
-        Program(
-            quad_jump_at_traced_point,
-            np.array([0.7]),
-            reference=quad_jump_closed_form,
-            ref_eps=1e-5,
-            rtol=1e-7,
-            atol=1e-9,
-            hess_rtol=1e-5,
-            hess_atol=1e-7,
-        ),
-        _bug(
-            "quad: integrand np.where(x > p, f, 0) without points=: gradient 0.0, no error (exact -exp(-p) = -0.497)",
-            AssertionError,
-        ),
-    ),
     "ivp_kink_at_traced_time_hessian": (
         Program(
             ramp_forcing_from_traced_time,
@@ -2096,6 +2072,17 @@ BUGS = {
 
 # Clear refusals: tapegrad raises one of its own errors naming the function.
 REFUSALS = {
+    # a jump at a traced point without points=: refused (its gradient was 0 before)
+    "quad_jump_at_traced_point": (Program(
+            quad_jump_at_traced_point,
+            np.array([0.7]),
+            reference=quad_jump_closed_form,
+            ref_eps=1e-5,
+            rtol=1e-7,
+            atol=1e-9,
+            hess_rtol=1e-5,
+            hess_atol=1e-7,
+        ), _NONDIFF),
     "gammainc_shape_a": (Program(gammainc_in_a, np.array([1.5, 2.5])), _NONDIFF),
     "gamma_cdf_shape": (Program(gamma_cdf_shape, np.array([2.0, 1.3])), _NONDIFF),
     "student_t_cdf_df": (Program(student_t_cdf_df, np.array([3.5])), _NONDIFF),

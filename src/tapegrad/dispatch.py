@@ -460,6 +460,11 @@ _observing = 0
 _observing_lock = threading.Lock()
 
 
+def current_observer() -> Any:
+    """This thread's observer (:func:`observing_calls`), or ``None``: a new one may pass calls on to it."""
+    return getattr(_THREAD, "observer", None)
+
+
 @contextlib.contextmanager
 def observing_calls(observer: Callable[..., Any]) -> Any:
     """Route this thread's ``__array_ufunc__`` / ``__array_function__`` calls through ``observer``.

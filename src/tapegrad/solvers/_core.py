@@ -26,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Set
 
 import numpy as np
 
 from ..api import jacobian, stop_gradient
+from ..dispatch import current_observer, observing_calls
 from ..errors import NonDifferentiableArgumentError
 from ..tracer import Tracer, strip
 
@@ -121,6 +123,13 @@ def levels_of(obj: Any, into: Optional[Set[int]] = None) -> Set[int]:
     return levels
 
 
+class _Inside(threading.local):
+    owner: Any = None  # the Callbacks whose wrapper called the code running now (this thread)
+
+
+_INSIDE = _Inside()
+
+
 class Callbacks:
     """Wraps the user's callbacks for SciPy's own run: plain values in and out.
 
@@ -137,6 +146,7 @@ class Callbacks:
         self.tapes: list = []
         self.error: Optional[BaseException] = None
         self._paused: list = []
+        self.running = False  # SciPy's own run is on (Call.run): only its calls are watched
 
     def _seen(self, out: Any) -> None:
         levels_of(out, self.levels)
@@ -150,6 +160,24 @@ class Callbacks:
                 tape.recording = False
                 self._paused.append(tape)
 
+    def _reading(self, outer: Any) -> Callable:
+        """An observer that notes the traced values a callback computes with, whatever it returns.
+
+        ``np.where(t > p, 1.0, 0.0)`` with a traced ``p`` returns plain numbers, yet the
+        solution moves with ``p`` (where the right-hand side jumps): the comparison is
+        the callback's only contact with the tape, and it must not go unnoticed (the
+        solve would be taken as constant, its derivative silently zero).
+        """
+
+        def observer(key: Any, args: Any, kwargs: Any, proceed: Callable) -> Any:
+            # Only noted: pausing the tapes here (as _seen does after a call) would leave this very
+            # call unrecorded, and a rule's own traced evaluations pass through here too.
+            if _INSIDE.owner is self:
+                levels_of((args, kwargs), self.levels)
+            return proceed() if outer is None else outer(key, args, kwargs, proceed)
+
+        return observer
+
     def resume(self) -> None:
         """Restart the tapes paused during SciPy's run."""
         while self._paused:
@@ -161,7 +189,17 @@ class Callbacks:
 
         def plain(*args: Any, **kwargs: Any) -> Any:
             try:
-                out = fun(*args, **kwargs)
+                # The wrapper nearest the user's code owns what it computes with: a solver's own
+                # wrapped callback, called by another solver, strips it before that one sees it.
+                enclosing, _INSIDE.owner = _INSIDE.owner, self
+                try:
+                    if self.levels or not self.running:
+                        out = fun(*args, **kwargs)
+                    else:  # SciPy's run, until a traced value shows: watch what the callback computes with
+                        with observing_calls(self._reading(current_observer())):
+                            out = fun(*args, **kwargs)
+                finally:
+                    _INSIDE.owner = enclosing
             except BaseException as exc:
                 if self.error is None:
                     self.error = exc
@@ -350,12 +388,14 @@ class Call:
                 positional.append(value)
             else:
                 keywords[name] = value
+        running, self.callbacks.running = self.callbacks.running, True
         try:
             return self.original(*positional, **keywords)
         except BaseException as exc:
             self.callbacks.reraise(exc)
             raise
         finally:
+            self.callbacks.running = running
             self.callbacks.error = None
             self.callbacks.resume()
 

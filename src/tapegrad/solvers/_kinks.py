@@ -549,8 +549,10 @@ class Crossings:
         """The traced state at switch ``index``'s ``b`` from the traced state ``ya`` at its ``a``."""
         s, steps = self.switches[index], self.steps
         f_left = self.rhs(s.a, ya)
-        if not levels_of(ya) and not levels_of(f_left):
-            return s.yb  # nothing traced reaches the solution here
+        if not levels_of(ya) and not levels_of(f_left) and not levels_of(self.probe.traced(s.a, ya, s.key)):
+            # Nothing traced reaches the solution here: not the state, not the right-hand side, and
+            # not the switch (np.where(t > p, 1.0, 0.0) moves the jump with p, and only that way).
+            return s.yb
         # The gap itself, [a, tau] on the left piece and [tau, b] on the right, to first order
         # (its values are SciPy's difference y(b) - y(a)): a gap of width w then costs O(w^2).
         shift = s.yb - s.ya
