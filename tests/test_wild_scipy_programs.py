@@ -1684,6 +1684,9 @@ class Program:
 
 
 PROGRAMS = {
+    # comb, perm and factorial (exact=False) crashed inside SciPy's isinstance branch; now composite rules
+    "special_comb_factorial": Program(binomial_coefficients_real, np.array([7.3, 5.5])),
+    "special_factorial_scalar": Program(factorial_scalar, np.array([3.3])),
     # a traced parameter that enters only through a switch (np.where(t > p, 1, 0)): the jump
     # moves with it; the solve was taken as constant (gradient 0) before
     "ivp_relay_switch_at_traced_time": Program(
@@ -2033,45 +2036,14 @@ BUGS = {
             AssertionError,
         ),
     ),
-    "funm_pythran": (
-        Program(funm_matrix_function, _point(47, 4)),
-        _bug(
-            "linalg.funm on a tracer: raw TypeError 'Invalid call to pythranized function _funm_loops(Tracer, ...)' "
-            "instead of GradientDroppedError",
-            TypeError,
-        ),
-    ),
-    "mvn_cdf_2d_pythran": (
-        Program(bivariate_normal_cdf, np.array([0.1, -0.2]), hess=False),
-        _bug(
-            "stats.multivariate_normal.cdf (2-D) with traced mean: raw TypeError from pythran _bvnu(Tracer, ...)",
-            TypeError,
-        ),
-    ),
-    "special_comb_factorial": (
-        Program(binomial_coefficients_real, np.array([7.3, 5.5])),
-        _bug(
-            "special.comb / factorial / perm with a traced array (exact=False): ValueError 'truth value of an "
-            "array ... is ambiguous' from SciPy's isinstance(vals, np.ndarray) branch",
-            ValueError,
-        ),
-    ),
-    "special_factorial_scalar": (
-        Program(factorial_scalar, np.array([3.3])),
-        _bug("special.factorial of a traced scalar: TypeError unhashable type: 'Tracer'", TypeError),
-    ),
-    "csgraph_shortest_path_dense": (
-        Program(graph_shortest_paths, np.array([0.3, 1.2, 0.5]), hess=False),
-        _bug(
-            "csgraph.shortest_path on a traced dense matrix: TypeError \"descriptor 'view' for 'numpy.ndarray' "
-            "objects doesn't apply to a 'Tracer' object\" (sparse input gets a clear GradientDroppedError)",
-            TypeError,
-        ),
-    ),
 }
 
 # Clear refusals: tapegrad raises one of its own errors naming the function.
 REFUSALS = {
+    # compiled code (Pythran, numpy.ma's ndarray.view) named clearly; raw TypeErrors before
+    "funm_pythran": (Program(funm_matrix_function, _point(47, 4)), _DROPPED),
+    "mvn_cdf_2d_pythran": (Program(bivariate_normal_cdf, np.array([0.1, -0.2]), hess=False), _DROPPED),
+    "csgraph_shortest_path_dense": (Program(graph_shortest_paths, np.array([0.3, 1.2, 0.5]), hess=False), _DROPPED),
     # a jump at a traced point without points=: refused (its gradient was 0 before)
     "quad_jump_at_traced_point": (Program(
             quad_jump_at_traced_point,

@@ -239,7 +239,8 @@ def _special_section() -> List[str]:
         "ufunc meets a tracer; `import tapegrad` never imports SciPy. Python wrappers over private",
         "ufuncs trace through them: `lambertw(z, k)` is differentiable in z, `zeta(s, q)` in q",
         "(not in s, nor `zeta(s)`); `polygamma`, `logsumexp`, `softmax` trace through their NumPy",
-        "code, and `multigammaln` has a composite rule (a sum of `gammaln`).",
+        "code, and `multigammaln` has a composite rule (a sum of `gammaln`), as `comb`, `perm` and "
+        "`factorial` (`exact=False`) have (`binom`, `poch`, `gamma`, zeros outside their range).",
         "",
         f"- ufuncs: {len(rows_)}",
         f"- differentiable: {differentiable}",

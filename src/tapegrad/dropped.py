@@ -372,6 +372,9 @@ _CONVERSION = re.compile(
     r"|got Tracer\b|Cannot convert Tracer\b"
     r"|Invoked with: .*Tracer\(level="
     r"|must be numpy\.ndarray, not Tracer\b"  # CPython's argument parsing (SciPy 1.18's expm)
+    r"|Invalid call to pythranized function .*Tracer"  # SciPy's Pythran kernels (funm, the 2-D normal cdf)
+    r"|descriptor '\w+' for 'numpy\.ndarray' objects doesn't apply to a 'Tracer' object"  # ndarray.view(t)
+    r"|unhashable type: 'Tracer'"  # a tracer used as a dict key (scipy.special.factorial's cache)
 )
 
 

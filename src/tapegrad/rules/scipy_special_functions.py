@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
+from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, intercepted
+from ..tracer import strip
 
 __all__: list = []
 
@@ -30,3 +32,46 @@ def _multigammaln(a: Any, d: Any) -> Any:
 
 
 defcomposite(intercepted(sp.multigammaln), _multigammaln, note="sum of gammaln(a - j/2)")
+
+
+# ---------------------------------------------------------------- counting functions
+# comb, perm and factorial branch on isinstance(values, np.ndarray) and write zeros into the
+# result where the arguments are out of range: with a tracer they test its truth instead.
+# The same numbers, with np.where (the unselected branch gets strong zeros).
+def _integers_only(name: str) -> NonDifferentiableArgumentError:
+    return NonDifferentiableArgumentError(
+        f"scipy.special.{name}(..., exact=True) counts in integer arithmetic: it has no derivative. "
+        "Use exact=False (the gamma-function form), which tapegrad differentiates."
+    )
+
+
+def _comb(N: Any, k: Any, *, exact: bool = False, repetition: bool = False) -> Any:
+    if exact:
+        raise _integers_only("comb")
+    if repetition:
+        return np.where((np.asarray(strip(k)) == 0) & (np.asarray(strip(N)) >= 0), 1.0, sp.binom(N + k - 1, k))
+    inside = (np.asarray(strip(k)) <= np.asarray(strip(N))) & (np.asarray(strip(N)) >= 0) & (np.asarray(strip(k)) >= 0)
+    return np.where(inside, sp.binom(N, k), 0.0)
+
+
+def _perm(N: Any, k: Any, exact: bool = False) -> Any:
+    if exact:
+        raise _integers_only("perm")
+    inside = (np.asarray(strip(k)) <= np.asarray(strip(N))) & (np.asarray(strip(N)) >= 0) & (np.asarray(strip(k)) >= 0)
+    return np.where(inside, sp.poch(N - k + 1, k), 0.0)
+
+
+def _factorial(n: Any, exact: bool = False, extend: str = "zero") -> Any:
+    if exact:
+        raise _integers_only("factorial")
+    if extend != "zero" or np.iscomplexobj(strip(n)):
+        raise NonDifferentiableArgumentError(
+            "scipy.special.factorial(..., extend='complex') on a traced value: use scipy.special.gamma(n + 1), "
+            "which tapegrad differentiates."
+        )
+    return np.where(np.asarray(strip(n)) < 0, 0.0, sp.gamma(n + 1.0))  # NaN stays NaN, as SciPy's
+
+
+defcomposite(intercepted(sp.comb), _comb, note="binom(N, k), 0 outside 0 <= k <= N")
+defcomposite(intercepted(sp.perm), _perm, note="poch(N - k + 1, k), 0 outside 0 <= k <= N")
+defcomposite(intercepted(sp.factorial), _factorial, note="gamma(n + 1), 0 for n < 0")
