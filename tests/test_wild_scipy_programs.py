@@ -1684,6 +1684,27 @@ class Program:
 
 
 PROGRAMS = {
+    # a kink whose time moves with the parameter: the Hessian's crossing stepped back from b instead of b + delta
+    "ivp_kink_at_traced_time_hessian": Program(
+            ramp_forcing_from_traced_time,
+            np.array([0.7]),
+            reference=ramp_closed_form,
+            ref_eps=1e-5,
+            rtol=1e-7,
+            atol=1e-9,
+            hess_rtol=1e-5,
+            hess_atol=1e-7,
+        ),
+    "ivp_rectified_sine_hessian": Program(
+            rectified_sine_drive,
+            np.array([1.3]),
+            reference=rectified_sine_by_quadrature,
+            ref_eps=1e-5,
+            rtol=1e-7,
+            atol=1e-9,
+            hess_rtol=1e-4,
+            hess_atol=1e-6,
+        ),
     # comb, perm and factorial (exact=False) crashed inside SciPy's isinstance branch; now composite rules
     "special_comb_factorial": Program(binomial_coefficients_real, np.array([7.3, 5.5])),
     "special_factorial_scalar": Program(factorial_scalar, np.array([3.3])),
@@ -1994,32 +2015,6 @@ def _bug(reason, raises):
 # Genuine tapegrad bugs: a wrong number (AssertionError of the checks) or an unclear
 # crash instead of a tapegrad error.
 BUGS = {
-    "ivp_kink_at_traced_time_hessian": (
-        Program(
-            ramp_forcing_from_traced_time,
-            np.array([0.7]),
-            reference=ramp_closed_form,
-            ref_eps=1e-5,
-            rtol=1e-7,
-            atol=1e-9,
-            hess_rtol=1e-5,
-            hess_atol=1e-7,
-        ),
-        _bug("solve_ivp: y' = max(t - p, 0): gradient right, Hessian 3.0 (exact 1.0)", AssertionError),
-    ),
-    "ivp_rectified_sine_hessian": (
-        Program(
-            rectified_sine_drive,
-            np.array([1.3]),
-            reference=rectified_sine_by_quadrature,
-            ref_eps=1e-5,
-            rtol=1e-7,
-            atol=1e-9,
-            hess_rtol=1e-4,
-            hess_atol=1e-6,
-        ),
-        _bug("solve_ivp: y' = |sin(p t)| - y/2: gradient right, Hessian -2.879 (exact -6.950)", AssertionError),
-    ),
     "affine_transform_matrix_hessian": (
         Program(affine_registration_loss, np.array([0.9, 0.1, -0.1, 1.1]), eps=1e-5, hess_rtol=1e-5, hess_atol=1e-5),
         _bug(

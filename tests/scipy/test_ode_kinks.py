@@ -65,6 +65,31 @@ def test_switch_at_a_parameter_dependent_time_closed_form_first_and_second_order
     assert rel(h, tg.hessian(lambda th: exact(th, kind))(theta)) < 1e-9
 
 
+# Kinks at a time that moves with the parameter, in a right-hand side that depends on the time:
+# y' = g(t, p), y(0) = 0, y(2) in closed form.  The Hessian's crossing stepped back along the
+# right piece from b instead of b + delta (found by tests/test_wild_scipy_programs.py).
+TIME_KINKS = {
+    "max": (lambda t, p: np.maximum(t - p, 0.0), lambda p: (2.0 - p) ** 2 / 2),
+    "abs": (lambda t, p: np.abs(t - p), lambda p: p**2 / 2 + (2.0 - p) ** 2 / 2),
+    "scaled": (lambda t, p: np.maximum(p * t - 1.0, 0.0), lambda p: 2 * p + 1 / (2 * p) - 2.0),
+    "relay": (lambda t, p: np.where(t > p, t, 0.0), lambda p: 2.0 - p**2 / 2),
+}
+
+
+@pytest.mark.parametrize("method", ["RK45", "Radau", "LSODA"])
+@pytest.mark.parametrize("kind", sorted(TIME_KINKS))
+def test_time_kink_moving_with_the_parameter_first_and_second_order(kind, method):
+    g, closed = TIME_KINKS[kind]
+
+    def f(p):
+        sol = solve_ivp(lambda t, y: [g(t, p) + 0.0 * y[0]], (0.0, 2.0), [0.0], method=method, rtol=1e-10, atol=1e-12)
+        return sol.y[0, -1]
+
+    p = 0.9
+    np.testing.assert_allclose(tg.grad(f)(p), tg.grad(closed)(p), rtol=1e-7)
+    np.testing.assert_allclose(tg.hessian(f)(p), tg.hessian(closed)(p), rtol=1e-6)
+
+
 def test_odeint_kink_closed_form_first_and_second_order():
     def s_end(theta):
         k, w, p0 = theta[0], theta[1], theta[2]

@@ -570,5 +570,10 @@ class Crossings:
             delta = delta - (r - stop_gradient(r)) / s.slope
         left = flow_step(self.rhs, s.a, ya, delta, order, f_left)
         f_right = self.rhs(s.b, left + shift)
-        right = flow_step(self.rhs, s.b, left + shift, -delta, order, f_right)
+        # left + shift is the state at b + delta (the gap crossed delta later): the step back along
+        # the right piece starts there.  From b, a right-hand side that depends on the time (a kink
+        # at t = p) would be sampled delta too early: wrong second derivatives.
+        start = s.b + delta if self.probe.time_traced else s.b
+        right = flow_step(self.rhs, start, left + shift, -delta, order,
+                          None if self.probe.time_traced else f_right)
         return tie(s.yb, right - shift + (s.tau - s.a) * f_left + (s.b - s.tau) * f_right)
