@@ -886,20 +886,23 @@ def _bspline(order: int, t: Any) -> Any:
     """The centred cardinal B-spline of degree ``order`` at ``t`` (|t| below its half support)."""
     u = np.abs(t)
     ur = np.abs(strip(t))
+    # The even powers of the centre piece are written in t, not |t|: at t = 0 (a coordinate on a
+    # grid point) |t| has the derivative 0, so |t| * |t| would lose its second derivative 2.
+    t2 = t * t
     if order == 0:
         return np.ones_like(u)
     if order == 1:
         return 1.0 - u
     if order == 2:
-        return np.where(ur < 0.5, 0.75 - u * u, 0.5 * (1.5 - u) ** 2)
+        return np.where(ur < 0.5, 0.75 - t2, 0.5 * (1.5 - u) ** 2)
     if order == 3:
-        return np.where(ur < 1.0, 2.0 / 3.0 - u * u + 0.5 * u**3, (2.0 - u) ** 3 / 6.0)
+        return np.where(ur < 1.0, 2.0 / 3.0 - t2 + 0.5 * u**3, (2.0 - u) ** 3 / 6.0)
     if order == 4:
-        inner = 115.0 / 192.0 - 0.625 * u * u + 0.25 * u**4
+        inner = 115.0 / 192.0 - 0.625 * t2 + 0.25 * t2 * t2
         middle = (55.0 + 20.0 * u - 120.0 * u * u + 80.0 * u**3 - 16.0 * u**4) / 96.0
         outer = (2.5 - u) ** 4 / 24.0
         return np.where(ur < 0.5, inner, np.where(ur < 1.5, middle, outer))
-    inner = 11.0 / 20.0 - 0.5 * u * u + 0.25 * u**4 - u**5 / 12.0
+    inner = 11.0 / 20.0 - 0.5 * t2 + 0.25 * t2 * t2 - u**5 / 12.0
     middle = 17.0 / 40.0 + 0.625 * u - 1.75 * u * u + 1.25 * u**3 - 0.375 * u**4 + u**5 / 24.0
     outer = (3.0 - u) ** 5 / 120.0
     return np.where(ur < 1.0, inner, np.where(ur < 2.0, middle, outer))
