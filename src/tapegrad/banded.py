@@ -30,13 +30,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin  # operators through __array_ufunc__
 
-from .finiteness import SUMMED, finite, mark_nan_free, sum_finite
+from .finiteness import SUMMED, all_true, finite, mark_nan_free, sum_finite
 
 __all__ = ["BandedCotangent", "plain", "MAX_BANDS"]
 
 #: A batch with more diagonals than this is cheaper to carry densely.
 MAX_BANDS = 16
-_all_true = np.logical_and.reduce  # ndarray.all() without NumPy's Python wrapper
 
 # offset -> (lo, vals): entry (lo + i, lo + i + offset) of the (B, L) batch holds vals[i].
 Bands = Dict[int, Tuple[int, np.ndarray]]
@@ -408,7 +407,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _column_scaled(self, column: np.ndarray, reciprocal: bool) -> Optional["BandedCotangent"]:
         """:meth:`_scaled` by one float per column (see :meth:`_takes_column`): the same numbers, fewer steps."""
-        if not finite(column) or (reciprocal and not _all_true(column, axis=None)):  # floats: none is 0
+        if not finite(column) or (reciprocal and not all_true(column, axis=None)):  # floats: none is 0
             return None  # the dense array's 0 * inf and 0 / 0 are NaN: let it compute them
         bands: Bands = {}
         dtype = np.result_type(self.dtype, column) if not self.bands else None

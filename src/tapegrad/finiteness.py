@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["finite", "sum_finite", "SUMMED", "mark_nan_free", "nan_free"]
+__all__ = ["finite", "sum_finite", "all_true", "SUMMED", "mark_nan_free", "nan_free"]
 
 #: From this many entries on, a sum (:func:`sum_finite`) is tried before ``np.isfinite``.
 SUMMED = 4096
@@ -29,7 +29,7 @@ _NAN_FREE: list = [None]
 
 # ``np.logical_and.reduce`` called directly: ``ndarray.all()`` goes through a Python
 # function of NumPy's (``_methods._all``), a microsecond per call on a hot path.
-_all_true = np.logical_and.reduce
+all_true = np.logical_and.reduce
 
 
 def finite(value: Any) -> bool:
@@ -39,7 +39,7 @@ def finite(value: Any) -> bool:
     if type(value) is np.ndarray:
         if value.size >= SUMMED and sum_finite(value):
             return True  # one sum proves it; a "maybe not" is settled entry by entry
-        return bool(_all_true(np.isfinite(value), axis=None))
+        return bool(all_true(np.isfinite(value), axis=None))
     return bool(np.isfinite(value).all())
 
 

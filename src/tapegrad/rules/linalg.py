@@ -66,7 +66,7 @@ import numpy as np
 from ..dispatch import primitive, strip
 from ..tracer import unwrap_above
 from ..array_types import follow_library
-from ..finiteness import finite
+from ..finiteness import all_true, finite
 from ..errors import NonDifferentiableArgumentError
 from ..memo import recalled, shared, shared_so_far
 from ..registry import defcomposite, defconstant, defstrong, defvjp
@@ -419,12 +419,10 @@ def _finite_through(v: Any, ans: Any) -> bool:
         and type(ans) is np.ndarray
         and ans.dtype.kind == "f"
         and finite(v)
-        and bool(_all_true(v, axis=None))
+        and bool(all_true(v, axis=None))
         and finite(ans)
     )
 
-
-_all_true = np.logical_and.reduce  # ndarray.all() without NumPy's Python wrapper
 
 
 def _proved_rows_times(g: Any, m: Any, v: Any, ans: Any) -> Any:

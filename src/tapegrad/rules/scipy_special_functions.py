@@ -45,20 +45,24 @@ def _integers_only(name: str) -> NonDifferentiableArgumentError:
     )
 
 
+def _in_range(N: Any, k: Any) -> np.ndarray:
+    """SciPy's mask of the counts it computes, ``0 <= k <= N`` (plain: a selection, not a derivative)."""
+    n, m = np.asarray(strip(N)), np.asarray(strip(k))
+    return (m <= n) & (n >= 0) & (m >= 0)
+
+
 def _comb(N: Any, k: Any, *, exact: bool = False, repetition: bool = False) -> Any:
     if exact:
         raise _integers_only("comb")
     if repetition:
         return np.where((np.asarray(strip(k)) == 0) & (np.asarray(strip(N)) >= 0), 1.0, sp.binom(N + k - 1, k))
-    inside = (np.asarray(strip(k)) <= np.asarray(strip(N))) & (np.asarray(strip(N)) >= 0) & (np.asarray(strip(k)) >= 0)
-    return np.where(inside, sp.binom(N, k), 0.0)
+    return np.where(_in_range(N, k), sp.binom(N, k), 0.0)
 
 
 def _perm(N: Any, k: Any, exact: bool = False) -> Any:
     if exact:
         raise _integers_only("perm")
-    inside = (np.asarray(strip(k)) <= np.asarray(strip(N))) & (np.asarray(strip(N)) >= 0) & (np.asarray(strip(k)) >= 0)
-    return np.where(inside, sp.poch(N - k + 1, k), 0.0)
+    return np.where(_in_range(N, k), sp.poch(N - k + 1, k), 0.0)
 
 
 def _factorial(n: Any, exact: bool = False, extend: str = "zero") -> Any:
