@@ -18,23 +18,18 @@ branches on traced values, argmax indices, mutated globals / closure cells /
 non-differentiated arguments / defaults / ``functools.partial`` arguments, random
 numbers, writes into the input, float32, NaN / inf / signed zeros, changed shapes.
 
-Genuine bugs found (``xfail(strict=True)``; reused call differs from eager mode):
+Bugs these tests found, each fixed and kept as a test:
 
 * an exception raised by a NumPy call on traced values and caught by Python (a
-  ``try: inv(A) except LinAlgError``, ``np.errstate(divide="raise")``) is not a guard:
-  recorded on the except path, later calls replay that path where eager mode takes
-  the other one.  tapegrad's own ``det`` VJP catches ``LinAlgError`` (cofactors at a
-  singular matrix), so ``hessian``/``hvp`` recorded at a singular matrix replay the
-  cofactor path at regular matrices (other bits, e.g. ``-0.`` for ``0.``, or ~1e-13).
-  In the other order, ``np.errstate(divide="raise")`` set inside ``f`` is not in force
-  during a replay: recorded on the try path, a call at ``x = 0`` replays ``1 / x``
-  where eager mode raises ``FloatingPointError`` and takes the except path.
-* ``hessian``/``hvp`` with ``reuse=True`` do not guard a ``functools.partial``'s
-  arguments (first order does): an array argument mutated in place is frozen, and a
-  ``Generator`` held by the partial is not seen as drawing (its draw is replayed).
-
-Not a wrong number, but a needless refusal: ``np.sum(x[:, None].sum(1))`` is refused
-("its recording does not replay"): the compiled sweep's shapes do not fit.
+  ``try: inv(A) except LinAlgError``, ``int`` of a NaN, ``np.errstate(divide="raise")``)
+  was no guard: recorded on the except path, later calls replayed that path where eager
+  mode takes the other one (tapegrad's own ``det`` VJP catches ``LinAlgError`` at a
+  singular matrix).  Such a recording is now answered and not kept
+  (``ReuseStats.unkept``);
+* ``hessian``/``hvp`` with ``reuse=True`` did not guard a ``functools.partial``'s
+  arguments (the guards did not follow ``__wrapped__``);
+* ``np.sum(x, 1)`` (a positional axis) was refused: the compiled sum VJP read only a
+  keyword ``axis``.
 """
 
 from __future__ import annotations
@@ -183,7 +178,7 @@ def run_program(name, make, args_of=None, **kw):
         for k, p in enumerate(points(case.args, nums)):
             agree(reused, eager, args_of(p) if args_of else p, what=f"{name} {make.__name__} call {k}")
     st = reused.reuse_stats
-    STATS[(name, make.__name__)] = (st.recordings, st.rerecordings, st.replays, st.eager, st.refused)
+    STATS[(name, make.__name__)] = (st.recordings, st.rerecordings, st.replays, st.eager, st.refused, st.unkept)
     assert st.replays > 0 or st.refused, f"{name}: neither replayed nor refused: {st!r}"
     if st.refused:
         assert isinstance(st.refused, str) and st.refused.strip()
@@ -205,10 +200,6 @@ def test_grad_numpy_programs(name):
 
 # Hessians: every scalar NumPy program with one argument (bar one slow loop) and a
 # spread of SciPy ones; hvp: a few of each.
-_DET_SINGULAR = (
-    "det VJP catches LinAlgError at the singular recording point: replays the cofactor path at regular "
-    "points (eager takes det * inv^T); an exception path is not a guard (reuse_guards/reuse_compile)"
-)
 HESSIAN = sorted(
     n for n in W_SCALAR if CASES[n].argnums == 0 and n != "W.adaptive_euler_heun"
 ) + [
@@ -232,18 +223,12 @@ HVP = [
      if S is not None and n in S.PROGRAMS]
 
 
-def _marks(name):
-    if name == "W.det_at_singular_matrix":
-        return [pytest.mark.xfail(strict=True, reason=_DET_SINGULAR)]
-    return []
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in HESSIAN])
+@pytest.mark.parametrize("name", HESSIAN)
 def test_hessian(name):
     run_program(name, tg.hessian)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in HVP])
+@pytest.mark.parametrize("name", HVP)
 def test_hvp(name):
     x = CASES[name].args[0]
     v = np.linspace(-1.0, 1.0, x.size).reshape(x.shape)
@@ -505,20 +490,9 @@ def test_default_array_mutated_in_place(make):
     assert reused.reuse_stats.rerecordings >= 1
 
 
-_PARTIAL_SECOND_ORDER = (
-    "hessian/hvp reuse wraps fun in reverse.grad; reuse_guards._holders/random_states do not follow "
-    "__wrapped__ to the functools.partial, so its arguments are not guarded"
-)
-
-
-def _second_order_xfail(make, reason):
-    return pytest.param(make, marks=pytest.mark.xfail(strict=True, reason=reason), id=make.__name__)
-
-
 @pytest.mark.parametrize(
     "make",
-    [tg.grad, tg.value_and_grad, tg.jacobian]
-    + [_second_order_xfail(m, _PARTIAL_SECOND_ORDER) for m in (tg.hessian, tg.hvp)],
+    [tg.grad, tg.value_and_grad, tg.jacobian, tg.hessian, tg.hvp],
     ids=lambda m: m.__name__,
 )
 def test_partial_argument_mutated_in_place(make):
@@ -531,7 +505,7 @@ def test_partial_argument_mutated_in_place(make):
 
 @pytest.mark.parametrize(
     "make",
-    [tg.grad, tg.value_and_grad] + [_second_order_xfail(m, _PARTIAL_SECOND_ORDER) for m in (tg.hessian, tg.hvp)],
+    [tg.grad, tg.value_and_grad, tg.hessian, tg.hvp],
     ids=lambda m: m.__name__,
 )
 def test_partial_holding_a_generator(make):
@@ -660,10 +634,10 @@ def test_changed_shapes_dtypes_and_layouts(make):
 
 
 # ---------------------------------------------------------- exceptions caught by Python
-_CAUGHT = (
-    "an exception raised by a NumPy call on traced values and caught by f is not a guard: the recording made "
-    "on the except path is replayed where eager mode takes the try path (reuse_guards/reuse_compile)"
-)
+# A call on traced values that raises, caught by the function, decides a path no guard can
+# check; so does an error state the function sets to raise.  Such a recording answers its
+# own call and is not kept (ReuseStats.unkept); a kept one that raises in a replay hands the
+# call to eager mode.
 
 
 def _inv_or_fallback(x):
@@ -689,44 +663,76 @@ def _errstate_raise(x):
             return np.sum(x**2)
 
 
+def _int_of_nan_caught(x):
+    try:
+        k = int(x[0] * 0.0 + np.nanmax(x))  # ValueError when x holds NaN
+    except ValueError:
+        return np.sum(np.sin(x))
+    return np.sum(x**2) * (k % 2 + 1)
+
+
 CAUGHT = {
     "inv_or_fallback": (_inv_or_fallback, [np.array([0.0, 1.0]), np.array([2.0, 1.0]), np.array([0.0, 1.0])]),
     "cholesky_or_fallback": (_cholesky_or_fallback, [np.array([1.0, 2.0]), np.array([2.0, 1.0])]),
     "errstate_raise": (_errstate_raise, [np.array([0.0, 1.0]), np.array([2.0, 1.0])]),
+    "int_of_nan_caught": (_int_of_nan_caught, [np.array([np.nan, 1.0]), np.array([2.0, 1.0])]),
 }
 
 
-@pytest.mark.xfail(strict=True, reason=_CAUGHT)
 @pytest.mark.parametrize("make", SECOND, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("name", list(CAUGHT))
 def test_exception_caught_inside_the_function(name, make):
+    """Recorded on the except path: that recording is not kept, so the try path is eager mode's."""
     fun, xs = CAUGHT[name]
-    steps(make, fun, [(x,) for x in xs])
+    reused = steps(make, fun, [(x,) for x in xs])
+    assert reused.reuse_stats.unkept >= 1, reused.reuse_stats
 
 
-_ERRSTATE = (
-    "np.errstate(divide='raise') inside f is not in force during a replay: recorded on the try path, a call "
-    "at x = 0 replays 1/x (gradient -inf) where eager mode raises FloatingPointError and takes the except path"
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [n if n != "errstate_raise" else pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_ERRSTATE))
-     for n in CAUGHT],
-)
+@pytest.mark.parametrize("name", list(CAUGHT))
 def test_exception_caught_recorded_on_the_try_path(name):
     """The other order: a replay whose NumPy call raises hands the call to eager mode."""
     fun, xs = CAUGHT[name]
-    steps(tg.grad, fun, [(x,) for x in xs[1:2] + xs[:1]])
+    steps(tg.grad, fun, [(x,) for x in xs[1:2] + xs[:1] + xs[1:2]])
 
 
-@pytest.mark.xfail(strict=True, reason=_DET_SINGULAR)
+def test_a_function_that_never_raises_is_kept():
+    """The watch marks only recordings whose calls raised: the try path alone replays."""
+    reused = steps(tg.grad, _inv_or_fallback, [(np.array([2.0, 1.0]),), (np.array([3.0, 1.0]),),
+                                               (np.array([4.0, 5.0]),)])
+    assert reused.reuse_stats.replays == 2 and reused.reuse_stats.unkept == 0, reused.reuse_stats
+
+
+def test_errstate_ignore_inside_is_replayed():
+    """An error state that only silences (ignore, warn) changes no number: the recording is kept."""
+
+    def fun(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.sum(np.where(x > 0, np.log(np.abs(x)), 0.0) * x)
+
+    reused = steps(tg.grad, fun, [(np.array([0.0, 1.0, 2.0]),), (np.array([0.5, 1.0, 2.0]),),
+                                  (np.array([0.25, 1.0, 2.0]),)])
+    assert reused.reuse_stats.replays >= 1 and reused.reuse_stats.unkept == 0, reused.reuse_stats
+
+
+def test_caller_errstate_raise_reaches_the_caller():
+    """Recorded under the default state, called under np.errstate(divide='raise'): eager mode raises, so must reuse."""
+    f = tg.grad(lambda x: np.sum(1.0 / x), reuse=True)
+    f(np.array([1.0, 2.0]))
+    f(np.array([1.0, 3.0]))
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        f(np.array([0.0, 2.0]))
+    with np.errstate(divide="raise"):
+        np.testing.assert_array_equal(f(np.array([1.0, 4.0])), -1.0 / np.array([1.0, 4.0]) ** 2)
+    assert f.reuse_stats.replays >= 2, f.reuse_stats
+
+
 @pytest.mark.parametrize("make", [tg.hessian, tg.hvp], ids=lambda m: m.__name__)
 def test_det_hessian_recorded_at_a_singular_matrix(make):
-    """Minimal: reuse gives [[0, -0, -0, 1], ...] where eager gives [[0, 0, 0, 1], ...]."""
-    steps(_api(make), lambda m: np.linalg.det(m.reshape(2, 2)),
-          [(np.array([1.0, 2.0, 2.0, 4.0]),), (np.array([1.0, 2.0, 2.0, 4.5]),)])
+    """det's own VJP catches LinAlgError at a singular matrix (cofactors): that recording is not kept."""
+    reused = steps(_api(make), lambda m: np.linalg.det(m.reshape(2, 2)),
+                   [(np.array([1.0, 2.0, 2.0, 4.0]),), (np.array([1.0, 2.0, 2.0, 4.5]),),
+                    (np.array([1.0, 2.0, 2.0, 4.25]),), (np.array([1.0, 2.0, 2.0, 4.0]),)])
+    assert reused.reuse_stats.unkept >= 1 and reused.reuse_stats.replays >= 1, reused.reuse_stats
 
 
 def test_det_first_order_recorded_at_a_singular_matrix():
@@ -738,15 +744,17 @@ def test_det_first_order_recorded_at_a_singular_matrix():
 
 
 # ------------------------------------------------------------- needless refusals
-@pytest.mark.xfail(
-    strict=True,
-    reason="reuse_compile's planned sweep scatters the cotangent of x[:, None] with the shape of sum(axis=1)'s "
-    "cotangent ((4,1,1) into (4,1)): the self-check refuses the program (safe: eager numbers, no replay)",
-)
-def test_sum_over_a_new_axis_is_replayed():
-    """Seen as W.reshape_transpose_moveaxis's refusal; no wrong number (the compile-time check catches it)."""
-    reused = steps(tg.grad, lambda x: np.sum(x[:, None].sum(1)), [(X,), (X * 2,)])
+@pytest.mark.parametrize("fun", [
+    lambda x: np.sum(x[:, None].sum(1)),
+    lambda x: np.sum(np.sum(x.reshape(2, 2), 0) ** 2),
+    lambda x: np.sum(np.sum(x.reshape(2, 2), -1, None, None, True) ** 3),
+    lambda x: np.sum(np.mean(x.reshape(2, 2), 1) * np.prod(x.reshape(2, 2), 0)),
+])
+def test_sum_with_a_positional_axis_is_replayed(fun):
+    """np.sum(x, 1): the compiled sum VJP once read only a keyword axis (W.reshape_transpose_moveaxis was refused)."""
+    reused = steps(tg.grad, fun, [(X,), (X * 2,), (X - 1,)])
     assert reused.reuse_stats.refused is None, reused.reuse_stats.refused
+    assert reused.reuse_stats.replays == 2, reused.reuse_stats
 
 
 # ---------------------------------------------------------------------- summary
@@ -763,6 +771,8 @@ def test_summary():
     print(f"\nreuse=True on {len({n for n, _ in STATS})} programs, {len(STATS)} (program, API) pairs: "
           f"{len(replayed)} replayed, {sum(map(len, refused.values()))} refused; {len(rerecorded)} of the "
           f"replayed ones recorded again at each nearby point (a guard on a value that moved)")
+    unkept = sorted(f"{n}[{a}]" for (n, a), v in STATS.items() if v[5])
+    print(f"  recordings not kept (a NumPy call on traced values raised, caught) in {len(unkept)}: {', '.join(unkept)}")
     for reason, names in sorted(refused.items(), key=lambda kv: -len(kv[1])):
         print(f"  refused ({len(names)}): {reason}\n    " + ", ".join(sorted(names)))
     assert len(replayed) > len(STATS) // 2

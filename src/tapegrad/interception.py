@@ -34,7 +34,7 @@ then
    SciPy's ``np.asarray`` would make of it, :mod:`tapegrad.integrations.wrappers`),
    and it calls a copy of ``f`` that holds the original code, so SciPy's own
    results and errors come back unchanged, at the cost of one extra Python call;
-2. otherwise hands the call to :func:`tapegrad.dispatch.dispatch_function`, like
+2. otherwise hands the call to :func:`tapegrad.dispatch.dispatch_function` (``ROUTES.function``), like
    any NEP 18 call on a tracer: the rule records a node (primitive), runs
    NumPy and SciPy calls on the tracers (composite), or returns constants.
 
@@ -77,10 +77,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import array_types
 from .binding import has_tracer
-from .dispatch import dispatch_function
 from .integrations import array_namespaces, scalar_returns, wrappers
 from .registry import INTERCEPTED, ORIGINALS
-from .tracer import Tracer
+from .tracer import ROUTES, Tracer
 
 __all__ = ["intercept_scipy", "intercepting_scipy", "install", "uninstall", "load_rules", "original", "RULE_MODULES",
            "hold_tracers_in"]
@@ -364,7 +363,7 @@ def _make_door(
             if not _window_open:  # a lingering trampoline, outside any window
                 _outside_window()
                 return original(*args, **kwargs)
-            return dispatch_function(key, args, kwargs)
+            return ROUTES.function(key, args, kwargs)
 
         return door_all
 
@@ -374,15 +373,15 @@ def _make_door(
             return original(*args, **kwargs)
         for a in args:
             if type(a) is Tracer:
-                return dispatch_function(key, args, kwargs)
+                return ROUTES.function(key, args, kwargs)
         if has_tracer(args) or (kwargs and has_tracer(kwargs)) or (inspect_self and args and _traced_self(args[0])):
-            return dispatch_function(key, args, kwargs)
+            return ROUTES.function(key, args, kwargs)
         if array_types.HOLDER_TYPES and _holds_tracer(args, kwargs):
-            return dispatch_function(key, args, kwargs)
+            return ROUTES.function(key, args, kwargs)
         if wrappers.active:  # an xarray Variable or pint Quantity holding a tracer: SciPy would asarray it
             unwrapped = wrappers.unwrap_arguments(args, kwargs)
             if unwrapped is not None:
-                return dispatch_function(key, *unwrapped)
+                return ROUTES.function(key, *unwrapped)
         return original(*args, **kwargs)
 
     return door

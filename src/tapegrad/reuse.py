@@ -101,20 +101,24 @@ class ReuseStats:
         Calls answered from a recording.
     eager : int
         Calls run eagerly without recording (refused, or called with tracers).
+    unkept : int
+        Recordings answered but not kept: a NumPy call on traced values raised (and the
+        function caught it), or the function set ``np.errstate`` to raise.  The next call
+        records again.
     refused : str or None
         Why the function is never reused, if it is not.
     """
 
-    __slots__ = ("recordings", "rerecordings", "replays", "eager", "refused", "checked")
+    __slots__ = ("recordings", "rerecordings", "replays", "eager", "refused", "checked", "unkept")
 
     def __init__(self) -> None:
-        self.recordings = self.rerecordings = self.replays = self.eager = self.checked = 0
+        self.recordings = self.rerecordings = self.replays = self.eager = self.checked = self.unkept = 0
         self.refused: Optional[str] = None
 
     def __repr__(self) -> str:
         return (
             f"ReuseStats(recordings={self.recordings}, rerecordings={self.rerecordings}, "
-            f"replays={self.replays}, eager={self.eager}, refused={self.refused!r})"
+            f"replays={self.replays}, eager={self.eager}, unkept={self.unkept}, refused={self.refused!r})"
         )
 
 
@@ -141,7 +145,7 @@ def _record(fun: Callable, args: tuple, kwargs: dict, nums: tuple, has_aux: bool
             sources.append((nums.index(a), structure, [_handle(w) for w in watched]))
         args[a] = unflatten(structure, watched)
     sources = [(structure, leaves) for _, structure, leaves in sorted(sources, key=lambda s: s[0])]
-    activate(log)
+    token = activate(log)
     try:
         with _constructors.recording(), guard_values((args, kwargs)):
             out = fun(*args, **kwargs)
@@ -151,7 +155,7 @@ def _record(fun: Callable, args: tuple, kwargs: dict, nums: tuple, has_aux: bool
             raise
         raise dropped.with_traceback(exc.__traceback__) from None
     finally:
-        deactivate(log)
+        deactivate(log, token)
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -367,6 +371,9 @@ class _Reusable:
                                "a SciPy solver's own run), which a recording cannot follow")
             if rebuild is not None:
                 raise Refused("it returns a wrapper (xarray, pint), which a replay does not rebuild")
+            if log.unreplayable is not None:  # this call's answer stands; the next one records again
+                self.stats.unkept += 1
+                raise _NotKept
             out_spec = _tree_spec(plain, tape, "the output")
             aux_spec = _tree_spec(aux, tape, "aux") if self.has_aux else ((), [])
             if self.has_aux and read_outputs(aux, "aux", strict=False)[1] is not None:
@@ -399,6 +406,8 @@ class _Reusable:
             ]
         except Refused as exc:
             self.refuse(str(exc))
+        except _NotKept:
+            pass
         result = self.answer(tape, plain, aux, sources, single, extra, True)
         if program is not None:
             with self.lock:
@@ -425,6 +434,10 @@ class _Reusable:
 
 
 _STALE = object()
+
+
+class _NotKept(Exception):
+    """A recording that answers its own call but is not kept (``GuardLog.unreplayable``)."""
 
 
 class _NoMemo:

@@ -1008,6 +1008,10 @@ def _special_vjp(w: _Writer, rule: Any, argnum: int, args: tuple, kwargs: Any, a
     x = args[0]
     if rule is RULES.get(np.sum) and rule.vjps[0] is _sum_vjp and type(x) is np.ndarray:
         kw = dict(kwargs) if kwargs else {}
+        if len(args) == 2 and "axis" not in kw:
+            kw["axis"] = args[1]  # np.sum(x, 1): the axis given by position
+        elif len(args) > 2:
+            return None
         if set(kw) - {"axis", "keepdims"} or x.size > _FILL_SIZE or x.dtype != getattr(ans, "dtype", None):
             return None
         if type(ans) is not np.ndarray and not (scalar_ans and isinstance(ans, np.generic)):

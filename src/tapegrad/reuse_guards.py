@@ -21,6 +21,7 @@ A function that draws random numbers while it records is never reused
 from __future__ import annotations
 
 import builtins
+import contextvars
 import math
 import operator
 import threading
@@ -100,12 +101,16 @@ class GuardLog:
     keep them (element-wise ufuncs called with ``dtype=`` and the like).
     """
 
-    __slots__ = ("tape", "guards", "kwargs")
+    __slots__ = ("tape", "guards", "kwargs", "unreplayable", "errstate")
 
     def __init__(self, tape: Tape) -> None:
         self.tape = tape
         self.guards: list = []
         self.kwargs: dict = {}
+        #: Why this recording must not be kept (see :func:`_watched`), or None.
+        self.unreplayable: Optional[str] = None
+        #: NumPy's error state when the recording started (set by :func:`activate`).
+        self.errstate: Any = None
 
 
 # The logs of the recordings in progress (all threads), by tape.  The hook stays
@@ -113,19 +118,91 @@ class GuardLog:
 _ACTIVE: dict = {}
 _LOCK = threading.Lock()
 
+#: The tracer's entry points that compute on traced values: while a recording is active they
+#: are watched (:func:`_watched`), so that an exception one raises, which the user's Python may
+#: catch, or an error state the function sets, is seen.  Eager mode never pays for the watch.
+_ENTRY_POINTS = (
+    "ufunc", "ufunc_call1", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
+    "write_inplace",
+)
+_UNWATCHED: dict = {}
 
-def activate(log: GuardLog) -> None:
-    """Start noting guards for ``log.tape`` (installs the hook of ``tracer.ROUTES``)."""
+# NumPy's error state lives in a context variable whose value is replaced by every np.errstate:
+# comparing its identity is the cheap test that the state may have changed (then np.geterr decides).
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar
+except ImportError:  # pragma: no cover - a NumPy that moved it: np.geterr at every call decides
+    _errstate_token: Callable[[], Any] = object
+else:
+    _errstate_token = _extobj_contextvar.get
+_START: contextvars.ContextVar = contextvars.ContextVar("tapegrad_reuse_errstate", default=None)
+_start_get = _START.get
+
+
+def activate(log: GuardLog) -> Any:
+    """Start noting guards for ``log.tape`` (installs the hook of ``tracer.ROUTES``); returns a token for deactivate."""
+    log.errstate = (_errstate_token(), np.geterr())
+    token = _START.set(log.errstate)
     with _LOCK:
         _ACTIVE[log.tape] = log
         ROUTES.guard = _hook
+        if not _UNWATCHED:
+            for name in _ENTRY_POINTS:
+                route = getattr(ROUTES, name)
+                _UNWATCHED[name] = route
+                setattr(ROUTES, name, _watched(route))
+    return token
 
 
-def deactivate(log: GuardLog) -> None:
+def deactivate(log: GuardLog, token: Any = None) -> None:
+    if token is not None:
+        _START.reset(token)
     with _LOCK:
         _ACTIVE.pop(log.tape, None)
         if not _ACTIVE:
             ROUTES.guard = None
+            for name, route in _UNWATCHED.items():
+                setattr(ROUTES, name, route)
+            _UNWATCHED.clear()
+
+
+def _mark(args: Any, reason: str) -> None:
+    """Mark the recordings whose tracers are among ``args`` as not to be kept."""
+    found: dict = {}
+    _logs_in(args, found)
+    for log in found.values():
+        if log.unreplayable is None:
+            log.unreplayable = reason
+
+
+def _watched(route: Callable) -> Callable:
+    """``route`` with the two checks a recording needs beside its guards.
+
+    A call on traced values that raises (``inv`` of a singular matrix, ``1 / x`` under
+    ``np.errstate(divide="raise")``) may be caught by the function, which then takes a
+    path the recording cannot guard: eager mode would take it again only where the call
+    raises again.  And an error state that the function sets to ``raise`` (or ``call``)
+    is not in force when a replay runs (under the caller's state).  Either marks the
+    recording: it answers this call, and is not kept.
+    """
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        try:
+            out = route(*args, **kwargs)
+        except BaseException as exc:
+            _mark((args, kwargs), f"a NumPy call on traced values raised {type(exc).__name__}")
+            raise
+        start = _start_get()
+        if start is not None and _errstate_token() is not start[0]:
+            now = np.geterr()
+            for kind, action in now.items():
+                was = start[1].get(kind)
+                if action != was and ("raise" in (action, was) or "call" in (action, was)):
+                    _mark(args, f"the function sets np.errstate({kind}={action!r})")
+                    break
+        return out
+
+    return watched
 
 
 def _raw(value: Any) -> Any:
@@ -211,7 +288,11 @@ def _hook(kind: str, a: Any, b: Any = None, c: Any = None) -> Any:
     """``tracer.ROUTES.guard``: called by the core where a traced value leaves the tape."""
     if kind == "convert":  # (value, to)
         raw = _raw(a)
-        result = raw if b is None else b(raw)
+        try:
+            result = raw if b is None else b(raw)
+        except BaseException as exc:  # int(nan): the function may catch it (see _watched)
+            _mark(a, f"converting a traced value raised {type(exc).__name__}")
+            raise
         _note_convert(a, b, result)
         return result
     if kind == "constant":  # (fun, args, kwargs): a non-differentiable function of traced values
@@ -471,7 +552,9 @@ def _attr(obj: Any, name: str) -> Callable:
 def _holders(fun: Any) -> list:
     """A partial's arguments and a bound method's instance (identity guards)."""
     out = []
-    while True:
+    seen: set = set()
+    while id(fun) not in seen:
+        seen.add(id(fun))
         if isinstance(fun, types.MethodType):
             out.append(fun.__self__)
             fun = fun.__func__
@@ -479,8 +562,11 @@ def _holders(fun: Any) -> list:
             out.extend(fun.args)
             out.extend(fun.keywords.values())
             fun = fun.func
+        elif isinstance(fun, types.FunctionType) and getattr(fun, "__wrapped__", None) is not None:
+            fun = fun.__wrapped__  # functools.wraps (hessian/hvp wrap ``fun`` in a gradient)
         else:
             return out
+    return out
 
 
 def _defaults_values(obj: Any) -> list:
