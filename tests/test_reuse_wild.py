@@ -671,11 +671,21 @@ def _int_of_nan_caught(x):
     return np.sum(x**2) * (k % 2 + 1)
 
 
+def _warning_as_error_caught(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            return np.sum(np.log(x) * x)
+        except RuntimeWarning:
+            return np.sum(x**3)
+
+
 CAUGHT = {
     "inv_or_fallback": (_inv_or_fallback, [np.array([0.0, 1.0]), np.array([2.0, 1.0]), np.array([0.0, 1.0])]),
     "cholesky_or_fallback": (_cholesky_or_fallback, [np.array([1.0, 2.0]), np.array([2.0, 1.0])]),
     "errstate_raise": (_errstate_raise, [np.array([0.0, 1.0]), np.array([2.0, 1.0])]),
     "int_of_nan_caught": (_int_of_nan_caught, [np.array([np.nan, 1.0]), np.array([2.0, 1.0])]),
+    "warning_as_error_caught": (_warning_as_error_caught, [np.array([0.0, 1.0]), np.array([2.0, 1.0])]),
 }
 
 

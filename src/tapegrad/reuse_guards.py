@@ -26,6 +26,7 @@ import math
 import operator
 import threading
 import types
+import warnings
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -109,7 +110,7 @@ class GuardLog:
         self.kwargs: dict = {}
         #: Why this recording must not be kept (see :func:`_watched`), or None.
         self.unreplayable: Optional[str] = None
-        #: NumPy's error state when the recording started (set by :func:`activate`).
+        #: NumPy's error state and the warnings filters when the recording started (see :func:`activate`).
         self.errstate: Any = None
 
 
@@ -141,7 +142,8 @@ _start_get = _START.get
 
 def activate(log: GuardLog) -> Any:
     """Start noting guards for ``log.tape`` (installs the hook of ``tracer.ROUTES``); returns a token for deactivate."""
-    log.errstate = (_errstate_token(), np.geterr())
+    filters = warnings.filters
+    log.errstate = (_errstate_token(), np.geterr(), filters, len(filters), frozenset(map(_filter_key, filters)))
     token = _START.set(log.errstate)
     with _LOCK:
         _ACTIVE[log.tape] = log
@@ -164,6 +166,11 @@ def deactivate(log: GuardLog, token: Any = None) -> None:
             for name, route in _UNWATCHED.items():
                 setattr(ROUTES, name, route)
             _UNWATCHED.clear()
+
+
+def _filter_key(entry: tuple) -> tuple:
+    """A warnings filter, comparable (its regular expressions by pattern)."""
+    return tuple(getattr(part, "pattern", part) for part in entry)
 
 
 def _mark(args: Any, reason: str) -> None:
@@ -193,13 +200,22 @@ def _watched(route: Callable) -> Callable:
             _mark((args, kwargs), f"a NumPy call on traced values raised {type(exc).__name__}")
             raise
         start = _start_get()
-        if start is not None and _errstate_token() is not start[0]:
-            now = np.geterr()
-            for kind, action in now.items():
-                was = start[1].get(kind)
-                if action != was and ("raise" in (action, was) or "call" in (action, was)):
-                    _mark(args, f"the function sets np.errstate({kind}={action!r})")
-                    break
+        if start is not None:
+            if _errstate_token() is not start[0]:
+                now = np.geterr()
+                for kind, action in now.items():
+                    was = start[1].get(kind)
+                    if action != was and ("raise" in (action, was) or "call" in (action, was)):
+                        _mark(args, f"the function sets np.errstate({kind}={action!r})")
+                        break
+            filters = warnings.filters
+            if filters is not start[2] or len(filters) != start[3]:
+                # warnings.simplefilter("error") inside the function turns NumPy's RuntimeWarning into an
+                # exception it may catch: a replay runs under the caller's filters.
+                for entry in filters:
+                    if entry[0] == "error" and issubclass(RuntimeWarning, entry[2]) and _filter_key(entry) not in start[4]:
+                        _mark(args, "the function turns warnings into errors")
+                        break
         return out
 
     return watched
