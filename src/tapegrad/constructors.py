@@ -85,7 +85,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .dispatch import strip
-from . import dropped, interception
+from . import dropped, frozen, interception
 from .integrations import wrappers
 from .dropped import (
     QUIET_CALLERS, conversion_error, is_conversion, new_recording_span, note_list_conversion, translate,
@@ -258,12 +258,16 @@ def stop(exc: Optional[BaseException] = None) -> None:
     refusing a tracer (see :func:`tapegrad.dropped.translate`).
     """
     global _depth
+    written = frozen.write_error(exc) if exc is not None else None  # before the arrays are thawed
     with _lock:
         if _depth > 0:
             _depth -= 1
             if _depth == 0:
                 _uninstall()
                 interception.uninstall()
+                frozen.thaw_all()
+    if written is not None:
+        raise written from exc
     if exc is not None:
         error = translate(exc)
         if error is not exc:

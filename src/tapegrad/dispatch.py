@@ -25,6 +25,7 @@ from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
 from .tracer import ROUTES, SMALL_BYTES, Tracer, strip, unwrap_above
 from .views import link_opaque_views
+from .frozen import kept, kept_index
 from .out_arguments import OUT_AT, UNKNOWN, function_into_out, into_traced_out, out_position
 from .out_arguments import reject_out as _reject_out  # rules import it from here
 
@@ -72,6 +73,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     parents = []
     vjps = rule.vjps
     like = None  # a traced value of another array library (CuPy), which constants must follow
+    plain: Any = None  # positions of plain arrays (and index tuples): see frozen.kept
     for i, a in enumerate(args):
         t = type(a)
         if t is Tracer:
@@ -82,9 +84,13 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
                 parents += (i, -1, a._index, a._out)
                 if type(a._value) is not np.ndarray and type(a._value) is not Tracer:
                     like = a._value
+        elif t is np.ndarray:
+            plain = (i,) if plain is None else plain + (i,)
         elif (t is list or t is tuple) and a:
             if i < len(vjps) and vjps[i] is CONSTANT_ARG:
                 raw[i] = strip_all(a)
+                if t is tuple:  # an index: its arrays are read by the VJP
+                    plain = (i,) if plain is None else plain + (i,)
                 continue
             if any((type(e) is list or type(e) is tuple) and _has_tracer(e) for e in a):
                 # np.stack([x[:2], [x[0], x[1]]]): an element that is itself a list holding tracers
@@ -107,6 +113,8 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
         raw = [follow_library(r, like) for r in raw]
     raw = tuple(raw)
     ans = rule.fun(*raw, **kwargs)
+    if plain is not None and tape.recording and parents:
+        raw = _kept_constants(rule, raw, plain, parents)
     # A keyword (np.cos(x, dtype=np.float32)) changes the output: such a call is not remembered.
     out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if kwargs and not rule.pass_kwargs and ROUTES.guard is not None:  # a reuse recording replays them
@@ -114,6 +122,22 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     if rule.returns_view and type(args[0]) is Tracer:
         link_opaque_views(args[0], out)
     return out
+
+
+def _kept_constants(rule: Rule, raw: tuple, positions: tuple, parents: Any) -> tuple:
+    """``raw`` with the plain arrays a recorded VJP reads as the node must keep them (:func:`frozen.kept`)."""
+    needs = rule.needs
+    read = None
+    if needs is not None:
+        read = set()
+        for argnum in parents[::PARENT_FIELDS]:
+            if argnum < len(needs):
+                read.update(needs[argnum])
+    out = list(raw)
+    for i in positions:
+        if read is None or i in read:
+            out[i] = kept_index(out[i])
+    return tuple(out)
 
 
 #: Arrays smaller than this stay on the tape even when no VJP reads them:
@@ -248,6 +272,7 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
     # float64 operands of the output's shape, or one with a Python float, to an element-wise
     # rule.  The output then has that shape and dtype and every cotangent fits (tape.FITTED).
     small = None
+    user_array = False  # the constant operand is the caller's ndarray
     if type(a) is Tracer:
         tape = a._tape
         if type(b) is Tracer:
@@ -290,8 +315,10 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
                 constant = _array_scalar(constant)
                 if rule.elementwise:
                     pos = FITTED
-        elif type(constant) is np.ndarray and type(value) is not np.ndarray:
-            constant = follow_library(constant, unwrap_above(traced, 0))
+        elif type(constant) is np.ndarray:
+            if type(value) is not np.ndarray:
+                constant = follow_library(constant, unwrap_above(traced, 0))
+            user_array = type(constant) is np.ndarray
         raw = (value, constant) if argnum == 0 else (constant, value)
         parents = (argnum, pos, traced._index, traced._out)
     if small is None and rule.elementwise:
@@ -302,6 +329,10 @@ def record_binary(rule: Rule, a: Any, b: Any) -> Any:
         ans = rule.fun(*raw)
     if not tape.recording:
         return ans
+    if user_array:  # x * c: the node keeps c as it is now (frozen.kept)
+        needs = rule.needs
+        if needs is None or 1 - argnum in needs[argnum]:
+            raw = (value, kept(constant)) if argnum == 0 else (kept(constant), value)
     if small is not None:  # no array attribute to read: shape, dtype and size are known
         nodes = tape.nodes
         index = len(nodes)
