@@ -11,28 +11,23 @@ values, random generators, threads.  Every call is compared with eager mode (the
 without ``reuse``) bit for bit; inputs change over the calls (values, NaN / inf / -0.0,
 shapes, dtypes, strides) and most programs run at first and second order.
 
-Bugs found (each kept as a strict xfail with a minimal reproduction beside it):
+Bugs these programs found, each fixed (the minimal reproductions stay beside the tests):
 
-* a ``Generator`` the function draws from is missed when it sits in a list, a nested tuple
-  or a named tuple argument, on the instance of a bound method / callable object, or in a
-  helper's closure (``reuse_guards.random_states`` only looks at top-level tuple/dict items
-  and one level of helper globals): the replay repeats the recorded draw;
+* a ``Generator`` the function draws from was missed in a list, a nested tuple or a named
+  tuple argument, on the instance of a bound method / callable object, or in a helper's
+  closure: the replay repeated the recorded draw (``reuse_guards._generators_in`` now walks
+  containers, instances, partials and functions);
 * a ``RuntimeWarning`` recorded with ``warnings.catch_warnings(record=True)`` and branched on
-  is no guard (``reuse_guards._watched`` marks only "error" filters);
-* a NaN's sign in a float / complex argument is lost by the cache key (``float.hex``);
-* the writeable flag of a non-differentiated array is not in the key: a replay answers where
-  eager mode raises (``out=`` into a read-only data array);
-* a builtin that a module global shadows after the recording keeps being replayed
-  (``Environment`` guards the builtins entry only);
-* a non-differentiated array that the function itself writes into is snapshotted *after*
-  the recording (``reuse._Reusable.record``): the replay computes with the once-written
-  values while eager mode writes again;
+  was no guard (a recording made while the function records warnings is not kept);
+* a NaN's sign in a float / complex argument was lost by the cache key (``float.hex``);
+* the writeable flag (and strides) of a non-differentiated array were not in the key;
+* a builtin that a module global shadows after the recording kept being replayed;
+* a non-differentiated array that the function writes into was snapshotted after the
+  recording (now before; such a recording is not kept: a replay would not write);
 * integer outputs of multi-output primitives (``lu_factor``'s pivots, ``frexp``'s exponent,
-  ``lstsq``'s rank, ``qr(pivoting=True)``'s permutation, ``schur``'s ``sdim``) are plain arrays
-  on the tape and no guard (``dispatch._emit``): ``lu_factor`` + ``lu_solve`` replays the
-  recorded pivots;
+  ``lstsq``'s rank, ``qr(pivoting=True)``'s permutation, ``schur``'s ``sdim``) were no guard;
 * ``functools.partial(...).keywords`` rebound in place and ``__kwdefaults__`` scalars changed
-  in place are not seen (the partial's guard getter is a constant).
+  in place were not seen.
 
 Documented limitations (``docs/reuse.md``, "What is frozen") are asserted through
 ``reuse="check"`` raising :class:`ReuseMismatchError` instead.
@@ -446,8 +441,6 @@ def _uses_pow(x):
 #   g = tg.grad(f, reuse=True); g(X)
 #   globals()["pow"] = lambda a, b: a ** 3     # a module global now shadows the builtin
 #   g(X)  # 2 * X (the builtin replayed); eager: 3 * X**2
-@pytest.mark.xfail(strict=True, reason="Environment (reuse_guards) guards a name found in builtins only through "
-                   "builtins.__dict__: a module global of that name defined after the recording is not seen")
 def test_builtin_shadowed_by_a_later_global():
     def shadow():
         globals()["pow"] = lambda a, b: a**3
@@ -467,8 +460,6 @@ def _scaled(x, w, scale=1.0):
 #   g = tg.grad(p, reuse=True); g(X)
 #   p.keywords["w"] = np.ones(4)
 #   g(X)  # [0, 4.32, 24, 4.41] (w = arange(4) replayed); eager [0.27, 4.32, 12, 1.47]
-@pytest.mark.xfail(strict=True, reason="reuse_guards.Environment guards a partial's arguments with a constant getter "
-                   "(lambda h=holder: h): a keyword rebound in place in partial.keywords is never seen")
 @pytest.mark.parametrize("make", [tg.grad, tg.hessian], ids=_id)
 def test_partial_keywords_rebound_in_place(make):
     p = functools.partial(_scaled, w=np.arange(4.0), scale=2.0)
@@ -484,8 +475,6 @@ def _keyword_only(x, *, scale=1.0):
 #   def f(x, *, scale=1.0): return np.sum(x**3) * scale
 #   g = tg.grad(f, reuse=True); g(X); f.__kwdefaults__["scale"] = 4.0
 #   g(X)  # 3 * X**2 (scale 1 replayed); eager 12 * X**2
-@pytest.mark.xfail(strict=True, reason="Environment guards __kwdefaults__ by identity and only its ndarrays by value: "
-                   "a number changed in place in the dict is not seen")
 def test_kwdefaults_changed_in_place():
     saved = dict(_keyword_only.__kwdefaults__)
     try:
@@ -503,8 +492,6 @@ def _nan_sign(x, c):
 #   f = lambda x, c: np.sum(x**2) * np.copysign(1.0, c)
 #   g = tg.grad(f, reuse=True); g(X, float("nan"))
 #   g(X, -float("nan"))  # 2 * X (the +nan recording); eager -2 * X
-@pytest.mark.xfail(strict=True, reason="reuse_guards._leaf_key keys a float by float.hex(), which is 'nan' for both "
-                   "signs of NaN (and a complex by the hex of its parts): -nan replays the +nan recording")
 @pytest.mark.parametrize("kind", ["float", "complex"])
 def test_nan_sign_of_a_number_argument(kind):
     nan = float("nan")
@@ -525,8 +512,6 @@ def _clips_data_in_place(x, d):
 #   g = tg.grad(f, reuse=True); g(X, np.ones(4))
 #   d = np.ones(4); d.flags.writeable = False
 #   g(X, d)  # returns 2 * X; eager raises ValueError (output array is read-only)
-@pytest.mark.xfail(strict=True, reason="reuse_guards._leaf_key: a non-differentiated array's key is its shape and dtype "
-                   "(values compared later), not its writeable flag, so a replay answers where eager mode raises")
 @pytest.mark.parametrize("make", [tg.grad, tg.hessian], ids=_id)
 def test_read_only_data_argument(make):
     d = np.array([1.0, 2.0, 3.0, 4.0])
@@ -546,8 +531,6 @@ def _doubles_data(x, d):
 #   g(X, d1); tg.grad(f)(X, d2)
 #   g(X, d1)  # 4 * X (d = 2 replayed, d1 stays 2); eager 8 * X (d2 becomes 4)
 # (A global array written by f is snapshotted before the recording and records again.)
-@pytest.mark.xfail(strict=True, reason="reuse._Reusable.record copies the non-differentiated arrays (program.values) "
-                   "after f ran: an argument f writes into matches its own written state and replays stale")
 def test_function_writing_into_its_data_argument():
     d1, d2 = np.ones(4), np.ones(4)
     reused, eager = tg.grad(_doubles_data, reuse=True), tg.grad(_doubles_data)
@@ -761,8 +744,6 @@ def _branch_on_recorded_warning(x):
 #       return np.sum(x**2) if w else np.sum(y * x)
 #   g = tg.grad(f, reuse=True); g(np.abs(X))
 #   g(X)  # [0.82, nan, 2.12, 1.25] (the sqrt path); eager [0.6, -2.4, 4, 1.4] (the warned path)
-@pytest.mark.xfail(strict=True, reason="a RuntimeWarning caught with warnings.catch_warnings(record=True) decides a "
-                   "branch that no guard checks: reuse_guards._watched marks only 'error' filters and raised calls")
 @pytest.mark.parametrize("make", SECOND, ids=_id)
 def test_branch_on_a_recorded_warning(make):
     a = np.abs(X)
@@ -877,7 +858,6 @@ RNG_BOXES = {
     "nested_tuple": (lambda r: ((r,),), lambda b: b[0][0]),
     "namedtuple": (lambda r: _Params(r, 2.0), lambda b: b.rng),
 }
-_MISSED = {"list", "nested_tuple", "namedtuple"}
 
 
 # Minimal reproduction:
@@ -887,10 +867,7 @@ _MISSED = {"list", "nested_tuple", "namedtuple"}
 #   g(X, b1)  # repeats the first draw; eager draws again (another gradient)
 @pytest.mark.parametrize("make", [tg.grad, tg.hessian], ids=_id)
 @pytest.mark.parametrize("box", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="reuse_guards.random_states looks for Generators only among the arguments and the items "
-        "of top-level tuples/dicts (_defaults_values): one in a list, a nested tuple or a namedtuple is missed and "
-        "the replay repeats the recorded draw")) if name in _MISSED else name
+    name
     for name in RNG_BOXES
 ])
 def test_generator_inside_an_argument_container(box, make):
@@ -953,8 +930,6 @@ def _noisy_b(x):
 #   m1, m2 = Dropout(), Dropout(); g = tg.grad(m1.loss, reuse=True)
 #   g(X); tg.grad(m2.loss)(X)
 #   g(X)  # the first draw again; eager draws anew (no ReuseWarning either)
-@pytest.mark.xfail(strict=True, reason="reuse_guards.random_states does not look into the instance of a bound method "
-                   "or callable object (self.rng) nor into a helper's closure cells: the replay repeats the draw")
 @pytest.mark.parametrize("where", ["bound_method", "callable_object", "helper_closure"])
 def test_generator_reached_through_an_object(where):
     if where == "helper_closure":
@@ -1094,8 +1069,6 @@ def _frexp_exponent(x):
 #       return np.sum(sol**2) if rank == 2 else np.sum(s**2)
 #   g = tg.grad(f, reuse=True); g(X)
 #   g(np.array([1.0, 2, 2, 4]))  # [-0.0019, ...] (the rank-2 path); eager [2, 4, 4, 8]
-@pytest.mark.xfail(strict=True, reason="dispatch._emit hands a multi-output node's integer outputs (frexp's exponent, "
-                   "lstsq's rank) back as plain arrays: neither a guard nor replayed, so the recorded ones are reused")
 @pytest.mark.parametrize("name", ["frexp_exponent", "lstsq_rank_branch"])
 def test_integer_outputs_of_numpy_multi_output_calls(name):
     fun, xs = {
@@ -1134,9 +1107,6 @@ def _schur_sdim(x):
 #   f = lambda x: np.sum(sl.lu_solve(sl.lu_factor(x.reshape(3, 3)), np.array([1.0, 2.0, 3.0])) ** 2)
 #   g = tg.value_and_grad(f, reuse=True); g(LU_A)
 #   g(LU_B)[0]  # 10.2318... (LU_A's pivots [0 1 2] applied to LU_B's factors); eager 0.79584...
-@pytest.mark.xfail(strict=True, reason="dispatch._emit: lu_factor's pivots (and qr's permutation, schur's sdim) are "
-                   "integer outputs of a multi-output node, returned as plain arrays: lu_solve's node keeps the "
-                   "recorded pivots and no guard checks them")
 @pytest.mark.parametrize("make", [tg.grad, tg.hessian], ids=_id)
 @pytest.mark.parametrize("name", ["lu_factor_solve", "qr_pivoting", "schur_sdim"])
 def test_integer_outputs_of_scipy_factorizations(name, make):

@@ -400,6 +400,8 @@ def _emit(rule: Rule, tape: Any, raw: tuple, kwargs: Any, ans: Any, parents: lis
         if nodes[index] is not node:
             index = tape.reindex(node, index)
         outs = [Tracer(a, index, tape, k) if _traceable(a) else a for k, a in enumerate(ans)]
+        if ROUTES.guard is not None:  # lu_factor's pivots, frexp's exponent: a reuse recording guards them
+            ROUTES.guard("outputs", tape, index, outs)
         if type(ans) is list:
             return outs
         if type(ans) is tuple:

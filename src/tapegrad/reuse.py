@@ -356,6 +356,7 @@ class _Reusable:
                single: bool, key: tuple, inputs: list, values: list, pins: list, again: bool) -> Any:
         environment = Environment(self.fun)
         drew = random_states(self.fun, environment, call_args, call_kwargs)
+        before = [v.copy() for v in values]  # the caller's arrays as the call found them
         tape, log, out, aux, sources, watched = _record(self.fun, call_args, call_kwargs, nums, self.has_aux,
                                                         self.also)
         self.stats.recordings += 1
@@ -371,6 +372,8 @@ class _Reusable:
                                "a SciPy solver's own run), which a recording cannot follow")
             if rebuild is not None:
                 raise Refused("it returns a wrapper (xarray, pint), which a replay does not rebuild")
+            if not all(same(v, b) for v, b in zip(values, before)):
+                log.unreplayable = "the function writes into an array argument"  # a replay would not
             if log.unreplayable is not None:  # this call's answer stands; the next one records again
                 self.stats.unkept += 1
                 raise _NotKept
@@ -396,7 +399,7 @@ class _Reusable:
             except Exception as exc:  # a replay at the recorded inputs failed: never reuse what cannot replay
                 raise Refused(f"its recording does not replay ({type(exc).__name__}: {exc})") from None
             program.environment = environment
-            program.values = [v.copy() for v in values]
+            program.values = before
             program.originals = list(values)
             program.pins = pins
             program.out, program.aux = out_spec, aux_spec

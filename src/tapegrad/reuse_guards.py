@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import contextvars
 import math
+import struct
 import operator
 import threading
 import types
@@ -143,7 +144,8 @@ _start_get = _START.get
 def activate(log: GuardLog) -> Any:
     """Start noting guards for ``log.tape`` (installs the hook of ``tracer.ROUTES``); returns a token for deactivate."""
     filters = warnings.filters
-    log.errstate = (_errstate_token(), np.geterr(), filters, len(filters), frozenset(map(_filter_key, filters)))
+    log.errstate = (_errstate_token(), np.geterr(), filters, len(filters), frozenset(map(_filter_key, filters)),
+                    getattr(warnings, "_showwarnmsg_impl", None), warnings.showwarning)
     token = _START.set(log.errstate)
     with _LOCK:
         _ACTIVE[log.tape] = log
@@ -208,6 +210,9 @@ def _watched(route: Callable) -> Callable:
                     if action != was and ("raise" in (action, was) or "call" in (action, was)):
                         _mark(args, f"the function sets np.errstate({kind}={action!r})")
                         break
+            if getattr(warnings, "_showwarnmsg_impl", None) is not start[5] or warnings.showwarning is not start[6]:
+                # warnings.catch_warnings(record=True) inside the function: it may branch on what NumPy warned
+                _mark(args, "the function records warnings")
             filters = warnings.filters
             if filters is not start[2] or len(filters) != start[3]:
                 # warnings.simplefilter("error") inside the function turns NumPy's RuntimeWarning into an
@@ -325,6 +330,13 @@ def _hook(kind: str, a: Any, b: Any = None, c: Any = None) -> Any:
                 guard = (check, _template(b, log.tape), _template(c, log.tape))
                 log.guards.append((len(log.tape.nodes), "constant", guard, expected))
         return out
+    if kind == "outputs":  # (tape, index, outputs) of a node with several outputs
+        log = _ACTIVE.get(a)
+        if log is not None:
+            for k, out in enumerate(c):
+                if type(out) is not Tracer:  # an integer output: later Python and calls read it as it is
+                    log.guards.append((len(a.nodes), "convert", (Ref(b, k), None), snapshot(out)))
+        return None
     if kind == "kwargs":  # (output, kwargs) of a call whose node does not keep its keywords
         first = a[0] if isinstance(a, (tuple, list)) and a else a
         if type(first) is Tracer:
@@ -401,6 +413,7 @@ def same(a: Any, b: Any) -> bool:
 
 # ---------------------------------------------------------------------- the call
 _SCALARS = (int, bool, str, bytes, type(None), type(Ellipsis))
+_DOUBLE = struct.Struct("<d")
 
 
 def _leaf_key(obj: Any, diff: bool, inputs: list, values: list, pins: list) -> Any:
@@ -412,12 +425,14 @@ def _leaf_key(obj: Any, diff: bool, inputs: list, values: list, pins: list) -> A
             # Strides and writability decide which calls return views, and whether writes through them raise.
             return ("x", obj.shape, obj.dtype.str, obj.strides, obj.flags.writeable)
         values.append(obj)
-        return ("a", obj.shape, obj.dtype.str)
+        # Writability decides whether f's writes into it raise; strides, what order="K" reads.
+        return ("a", obj.shape, obj.dtype.str, obj.strides, obj.flags.writeable)
     if t is float or t is complex:
         if diff:
             inputs.append(obj)
             return ("x", t)
-        return (t, obj.hex() if t is float else (obj.real.hex(), obj.imag.hex()))
+        # By bits: float.hex() writes 'nan' for every NaN, whose sign np.copysign reads.
+        return (t, _DOUBLE.pack(obj) if t is float else _DOUBLE.pack(obj.real) + _DOUBLE.pack(obj.imag))
     if isinstance(obj, np.generic):
         if diff and obj.dtype.kind in "fc":
             inputs.append(obj)
@@ -514,7 +529,7 @@ class Environment:
                 if name in glob:
                     entries.append((_item(glob, name), glob[name]))
                 elif name in builtins.__dict__:
-                    entries.append((_item(builtins.__dict__, name), builtins.__dict__[name]))
+                    entries.append((_builtin(glob, name), builtins.__dict__[name]))
             for cell in f.__closure__ or ():
                 try:
                     entries.append((_cell(cell), cell.cell_contents))
@@ -522,9 +537,11 @@ class Environment:
                     entries.append((_cell(cell), _MISSING))
             entries.append((_attr(f, "__defaults__"), f.__defaults__))
             entries.append((_attr(f, "__kwdefaults__"), f.__kwdefaults__))
+            for key, value in (f.__kwdefaults__ or {}).items():  # the dict written in place
+                entries.append((_kwdefault(f, key), value))
             entries.append((_attr(f, "__code__"), f.__code__))
-        for holder in _holders(fun):
-            entries.append((lambda h=holder: h, holder))
+        for getter, holder in _holders(fun):
+            entries.append((getter, holder))
         for getter, obj in entries:
             for value in _defaults_values(obj):
                 if type(value) is np.ndarray:
@@ -551,6 +568,11 @@ def _item(d: dict, name: str) -> Callable:
     return lambda: d.get(name, _MISSING)
 
 
+def _builtin(glob: dict, name: str) -> Callable:
+    """A builtin as the function finds it: a global of that name, defined later, shadows it."""
+    return lambda: glob.get(name, builtins.__dict__.get(name, _MISSING))
+
+
 def _cell(cell: Any) -> Callable:
     def read() -> Any:
         try:
@@ -565,24 +587,38 @@ def _attr(obj: Any, name: str) -> Callable:
     return lambda: getattr(obj, name)
 
 
+def _kwdefault(f: Any, key: str) -> Callable:
+    return lambda: (f.__kwdefaults__ or {}).get(key, _MISSING)
+
+
 def _holders(fun: Any) -> list:
-    """A partial's arguments and a bound method's instance (identity guards)."""
+    """``(getter, object)`` for a partial's arguments and a bound method's instance (identity guards).
+
+    Each getter reads the object again (a partial's ``keywords`` dict may be written in place).
+    """
     out = []
     seen: set = set()
     while id(fun) not in seen:
         seen.add(id(fun))
         if isinstance(fun, types.MethodType):
-            out.append(fun.__self__)
+            out.append((lambda obj=fun.__self__: obj, fun.__self__))
             fun = fun.__func__
         elif hasattr(fun, "func") and hasattr(fun, "keywords"):
-            out.extend(fun.args)
-            out.extend(fun.keywords.values())
+            out.append((_attr(fun, "args"), fun.args))
+            out.append((_attr(fun, "keywords"), fun.keywords))
+            # The dict may be written in place (its arrays are compared by value through it).
+            out.extend((_partial_keyword(fun, key), value) for key, value in fun.keywords.items()
+                       if type(value) is not np.ndarray)
             fun = fun.func
         elif isinstance(fun, types.FunctionType) and getattr(fun, "__wrapped__", None) is not None:
             fun = fun.__wrapped__  # functools.wraps (hessian/hvp wrap ``fun`` in a gradient)
         else:
             return out
     return out
+
+
+def _partial_keyword(p: Any, key: str) -> Callable:
+    return lambda: p.keywords.get(key, _MISSING)
 
 
 def _defaults_values(obj: Any) -> list:
@@ -628,6 +664,69 @@ def _state(gen: Any) -> Any:
     return _state_key(gen.state)
 
 
+#: How far (and through how many objects) the search for generators goes.
+_SEARCH_DEPTH = 4
+_SEARCH_OBJECTS = 4000
+
+
+def _generators_in(roots: list) -> list:
+    """The NumPy random generators reachable from ``roots``.
+
+    Through containers (lists, tuples, named tuples, dicts, sets), the attributes of
+    instances (``self.rng``), bound methods, ``functools.partial`` objects, and
+    functions (closure cells, defaults and the globals their code names: a helper's
+    own generator), up to :data:`_SEARCH_DEPTH` steps and :data:`_SEARCH_OBJECTS` objects.
+    """
+    found: dict = {}
+    seen: set = set()
+    layer = list(roots)
+    for _ in range(_SEARCH_DEPTH + 1):
+        nxt: list = []
+        for obj in layer:
+            if id(obj) in seen or len(seen) > _SEARCH_OBJECTS:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, _GENERATORS):
+                found[id(obj)] = obj
+                continue
+            t = type(obj)
+            if t is np.ndarray or obj is None or t in _SCALARS or t in (float, complex):
+                continue
+            if isinstance(obj, (list, tuple, set, frozenset)):
+                nxt.extend(obj)
+            elif isinstance(obj, dict):
+                nxt.extend(obj.values())
+            elif isinstance(obj, types.MethodType):
+                nxt += [obj.__self__, obj.__func__]
+            elif isinstance(obj, types.FunctionType):
+                nxt.extend(c.cell_contents for c in obj.__closure__ or () if _filled(c))
+                nxt.extend(obj.__defaults__ or ())
+                nxt.extend((obj.__kwdefaults__ or {}).values())
+                names: set = set()
+                _names(obj.__code__, names)
+                nxt.extend(obj.__globals__[n] for n in names if n in obj.__globals__)
+            elif hasattr(obj, "func") and hasattr(obj, "keywords"):  # functools.partial
+                nxt += [obj.func, obj.args, obj.keywords]
+            elif isinstance(obj, (types.ModuleType, type)):
+                continue  # a module's or class's whole namespace: what the function reads is a global already
+            else:
+                d = getattr(obj, "__dict__", None)
+                if type(d) is dict:
+                    nxt.extend(d.values())
+                slots = getattr(type(obj), "__slots__", ())
+                nxt.extend(getattr(obj, n) for n in ((slots,) if isinstance(slots, str) else slots)
+                           if isinstance(n, str) and hasattr(obj, n))
+        layer = nxt
+    return list(found.values())
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _MISSING
+    except ValueError:  # an empty cell
+        return False
+
+
 def random_states(fun: Any, environment: Environment, args: tuple, kwargs: dict) -> Callable[[], bool]:
     """Snapshot NumPy's random generators the function can reach; returns ``drew()``.
 
@@ -636,15 +735,9 @@ def random_states(fun: Any, environment: Environment, args: tuple, kwargs: dict)
     directly and the globals of the functions among those.  ``drew()`` says whether
     any of them moved since the snapshot.
     """
-    candidates = [np.random.mtrand._rand]
-    for obj in environment.objects() + list(args) + list(kwargs.values()):
-        candidates.extend(_defaults_values(obj))
-        if isinstance(obj, types.FunctionType):  # one level down: a helper's own globals
-            names: set = set()
-            _names(obj.__code__, names)
-            candidates.extend(obj.__globals__.get(n) for n in names)
-    gens = {id(g): g for g in candidates if isinstance(g, _GENERATORS)}
-    before = [(g, _state(g)) for g in gens.values()]
+    roots = [np.random.mtrand._rand, fun] + environment.objects() + list(args) + list(kwargs.values())
+    gens = _generators_in(roots)
+    before = [(g, _state(g)) for g in gens]
 
     def drew() -> bool:
         return any(_state(g) != state for g, state in before)
