@@ -730,24 +730,25 @@ def test_complex_input_first_order(name):
     assert_identical(tg.jacobian(f, chunk_size=2)(A2.copy()), np.asarray(g), "jacobian(chunk_size=2)")
 
 
-# Repro: tg.jacfwd(lambda z: np.abs(z[0])**2)(np.array([1 + 2j])) -> array([2.]) (real dtype), while
-# tg.grad / tg.jacobian / tg.vjp give array([2.-4.j]) (dL/dRe - 1j dL/dIm). jacfwd pushes real basis
-# tangents only (tapegrad/forward.py, jacfwd: basis_rows in x's dtype), so the dL/dIm half is dropped
-# without an error.
-@pytest.mark.xfail(strict=True, reason="jacfwd of a real function of complex input silently returns dL/dRe only "
-                   "(real dtype), where grad/jacobian/vjp return dL/dRe - 1j dL/dIm")
+# jacfwd of a real function of complex input gave array([2.]) (real dtype, dL/dRe only) where
+# tg.grad / tg.jacobian / tg.vjp give array([2.-4.j]) (dL/dRe - 1j dL/dIm): forward mode pushes real
+# tangents. It is now refused by name (tapegrad/forward.py, _require_complex_outputs).
 @pytest.mark.parametrize("name", ["expm |.|^2", "det angle and inv"])
-def test_complex_input_jacfwd_agrees(name):
-    f, jac = _complex_input_run(name, lambda f, z: tg.jacfwd(f)(z.copy()))
-    assert_identical(jac, np.asarray(tg.grad(f)(A2.copy())), "jacfwd")
+def test_complex_input_jacfwd_of_a_real_output_is_refused(name):
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="real axis"):
+        _complex_input_run(name, lambda f, z: tg.jacfwd(f)(z.copy()))
 
 
-# A clear refusal: the traced gradient of a complex input is complex, and reverse-mode jacobian refuses
-# complex outputs (a plain TypeError from tapegrad/requests.py, _require_real; its message speaks of
-# "the function" returning a complex array, which is the gradient here, not the user's function).
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="hessian of complex input: refused")
+def test_complex_input_jacfwd_of_a_holomorphic_function():
+    z = np.array([1.0 + 2.0j, -0.5 + 0.25j])
+    np.testing.assert_allclose(tg.jacfwd(lambda z: z**3)(z), np.diag(3 * z**2), rtol=1e-15)
+
+
+# The traced gradient of a complex input is complex, and reverse-mode jacobian refuses complex
+# outputs: a tapegrad error whose message names the hessian case.
 def test_complex_input_hessian_is_refused():
-    _complex_input_run("expm |.|^2", lambda f, z: tg.hessian(f)(z.copy()))
+    with pytest.raises(tg.NonDifferentiableArgumentError, match="real and imaginary parts"):
+        _complex_input_run("expm |.|^2", lambda f, z: tg.hessian(f)(z.copy()))
 
 
 # ---------------------------------------------------------------------------- wrappers: xarray, pint

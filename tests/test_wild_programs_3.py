@@ -1256,34 +1256,16 @@ KNOWN = {
     ("implied_vol_bisection", "first"): (AssertionError, "bisection: silent zero gradient, FD 0.029"),
     # --- wrong numbers -----------------------------------------------------------------
     # pinv / lstsq with an rcond that cuts a singular value which is small but not zero
-    # (truncated-SVD regularisation). tapegrad/rules/linalg.py, _pinv_cotangent (used by
-    # _pinv_vjp and _lstsq_a) is the constant-rank (Golub-Pereyra) formula, exact only when
-    # the discarded singular values are exactly 0; here the kept singular subspace also
-    # turns with A through its coupling to the discarded one (terms in s_i / (s_i^2 - s_j^2)
-    # with s_j the cut value), which the formula leaves out. Minimal reproduction:
-    #   rng = np.random.default_rng(0)
-    #   U = np.linalg.qr(rng.standard_normal((5, 3)))[0]; V = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    #   A = (U * [3.0, 1.0, 0.2]) @ V.T;  f = lambda a: np.sum(np.linalg.pinv(a, rcond=0.2) @ np.arange(5.0))
-    #   tg.grad(f)(A) differs from central FD by 0.25 (gradient entries up to 1.25); the same
-    #   truncation written by hand through np.linalg.svd agrees with FD to 1e-9.
-    # Here: grad [-2.2035, 0.1224, 0.0239] vs FD [-2.2247, 0.1123, 0.0227]; the Hessian is
-    # off too (H[0, 0] 15.085 vs 15.105 from FD of tapegrad's own gradient). jacfwd is
-    # the transpose of the same VJP, so it agrees with grad and passes.
-    ("sensor_unmixing_truncated_svd", "first"): (
-        AssertionError,
-        "pinv/lstsq with rcond cutting a nonzero singular value: constant-rank VJP formula is wrong",
-    ),
-    ("sensor_unmixing_truncated_svd", "hessian"): (
-        AssertionError,
-        "pinv/lstsq with rcond cutting a nonzero singular value: second order wrong as well",
+    # (truncated-SVD regularisation). The constant-rank formula of tapegrad/rules/linalg.py
+    # (_pinv_cotangent) is exact only when the discarded singular values are 0: here the kept
+    # singular subspace also turns with A through its coupling to the discarded one. The
+    # gradient was off by 0.25 (grad [-2.2035, 0.1224, 0.0239] vs FD [-2.2247, 0.1123, 0.0227]);
+    # such a cutoff is now refused by name (NonDifferentiableArgumentError), not answered wrong.
+    "sensor_unmixing_truncated_svd": (
+        tg.NonDifferentiableArgumentError,
+        "pinv with an rcond that cuts a nonzero singular value: refused (the constant-rank formula would be wrong)",
     ),
     # --- raw crashes -------------------------------------------------------------------
-    # np.polyval(np.poly1d(c), x) with a traced x: NumPy accepts a poly1d for p, tapegrad's
-    # rule (tapegrad/rules/signal.py, _polyval) raises a plain TypeError:
-    #   tg.grad(lambda x: np.sum(np.polyval(np.poly1d([1.0, 2.0]), x)))(np.ones(2))
-    #   -> TypeError: tapegrad does not trace np.poly1d objects; pass coefficient arrays
-    # (expected array([1., 1.]): p(x) = x + 2 is a constant polynomial; polyval(p.coeffs, x) works)
-    "polyval_poly1d_calibration": (RawCrash, "np.polyval(poly1d, x): plain TypeError from tapegrad's polyval rule"),
     # Polynomial arithmetic where the longer coefficient array is plain: NumPy's
     # polyutils._add does `c1[:c2.size] += c2` into the plain array, tapegrad refuses
     # (GradientDroppedError), and ABCPolyBase.__add__/__radd__ swallow every exception
@@ -1297,12 +1279,6 @@ KNOWN = {
     #   tg.jacobian(lambda c: Polynomial(c, domain=[0, 2]).convert().coef)(np.ones(3))
     #   -> TypeError: unsupported operand type(s) for +: 'Tracer' and 'Polynomial'
     "polynomial_fit_convert": (RawCrash, "Polynomial.fit(...).convert(): raw TypeError (Tracer + Polynomial)"),
-    # round() of a traced scalar: x[i] of a float64 array is an np.float64, which has
-    # __round__ (and __trunc__/__floor__/__ceil__); a 0-d tracer does not:
-    #   tg.grad(lambda x: x[0] * round(x[1] * 2))(np.array([1.0, 2.4]))
-    #   -> TypeError: type Tracer doesn't define __round__ method   (expected: [5., 0.])
-    # int(x) is allowed as a constant; round(x), math.trunc(x) crash; math.floor/ceil refuse.
-    "bond_coupon_count_rounded": (RawCrash, "round() of a 0-d tracer: raw TypeError (no Tracer.__round__)"),
     # --- clear refusals ----------------------------------------------------------------
     "black_scholes_vectorized_erf": (_DROPPED, "np.vectorize(math.erf): math.erf calls float() on the element"),
     "black_scholes_math_erf": (_DROPPED, "math.erf on a traced scalar calls float()"),

@@ -35,6 +35,7 @@ from .array_types import follow_library
 from .tape import PLACEHOLDER_COTANGENTS
 from .tracer import Tracer, strip
 from .tree import flatten, unflatten
+from .errors import NonDifferentiableArgumentError
 
 __all__ = ["jvp", "jacfwd", "hvp"]
 
@@ -210,6 +211,8 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
             return fun(*full, **kwargs)
 
         _, out, pullback, aux = _vjp(partial, primals, has_aux)
+        if any(n and np.result_type(x).kind == "c" for x, n in zip(leaves, sizes)):
+            _require_complex_outputs(out)
         pushed, at_zero = _push_forward(out, pullback, tuple(unflatten(structure, tangents)))
         if not (_all_finite(pushed) and _all_finite(at_zero)):
             # An infinite partial derivative somewhere: forward and reverse sweeps meet
@@ -225,6 +228,24 @@ def jacfwd(fun: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callab
         return jac
 
     return wrapper
+
+
+def _require_complex_outputs(out: Any) -> None:
+    """Forward mode pushes the real unit tangent of a complex input: right for complex outputs only.
+
+    For a holomorphic function it gives ``f'(z)``; for a real output of a complex input
+    (``abs(z)**2``) it gives the derivative along the real axis alone, where reverse mode
+    gives the whole (conjugate) gradient.  Such a call is refused rather than answered
+    with half the derivative.
+    """
+    for y in flatten(out)[0]:
+        if np.result_type(strip(y)).kind != "c":
+            raise NonDifferentiableArgumentError(
+                "jacfwd of a real-valued output with respect to a complex input would give the derivative "
+                "along the real axis only (forward mode pushes real tangents). Use tapegrad.grad or "
+                "tapegrad.jacobian (reverse mode), which give the complex gradient, or differentiate with "
+                "respect to the real and imaginary parts as real arguments."
+            )
 
 
 def _split_jacobian(t_out: Any, y: Any, leaves: list, sizes: list, structure: Any, single: bool) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 from .array_types import follow_library
 from .backward import backward, basis_rows, plain_root, seed_for
 from .tracer import strip
-from .errors import TapeError
+from .errors import NonDifferentiableArgumentError, TapeError
 from .lazy import guard_values, is_dask, is_duck_array, rechunk_like, zeros_like_shaped
 from .tape import Tape
 from .tracer import Tracer, unwrap_above
@@ -229,11 +229,13 @@ def _require_real(y: Any) -> None:
     """A sweep seeded with real basis vectors sees only the real part of a complex target."""
     dtype = dtype_of(y)
     if dtype.kind == "c":
-        raise TypeError(
+        raise NonDifferentiableArgumentError(
             "jacobian in reverse mode needs real outputs, but the function returned a complex "
             f"array ({dtype}): real basis cotangents would give the derivative of its real part "
             "only. Use tapegrad.jacobian(f, mode='forward') (tapegrad.jacfwd), which gives the "
-            "complex Jacobian, or differentiate np.real(f(x)) and np.imag(f(x))."
+            "complex Jacobian, or differentiate np.real(f(x)) and np.imag(f(x)). (tapegrad.hessian "
+            "of a function of complex input meets this with its complex gradient: differentiate "
+            "with respect to the real and imaginary parts, f(x + 1j * y) with real x and y.)"
         )
 
 

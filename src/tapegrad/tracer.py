@@ -14,6 +14,7 @@ the gradient.
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from typing import Any, Optional
@@ -283,6 +284,22 @@ class Tracer(NDArrayOperatorsMixin):
     def __int__(self) -> int:
         # Truncation carries no gradient (as x.astype(int)): the value, a constant.
         return convert(self, int)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        # round(x) of a scalar is an int (a constant, like int(x)); with ndigits, or of an
+        # array, it is np.round, whose derivative is zero almost everywhere.
+        if ndigits is None and self.ndim == 0:
+            return convert(self, round)
+        return np.round(self, 0 if ndigits is None else ndigits)
+
+    def __trunc__(self) -> int:
+        return convert(self, math.trunc)
+
+    def __floor__(self) -> int:
+        return convert(self, math.floor)
+
+    def __ceil__(self) -> int:
+        return convert(self, math.ceil)
 
     def __complex__(self) -> complex:
         constant = self._constant()

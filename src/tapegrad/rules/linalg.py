@@ -617,8 +617,54 @@ def _pinv_cotangent(gx, x, a):
     return term + ((xt @ x) @ gt) @ (_eye(n, a) - x @ a)
 
 
+def _refuse_cut_values(name: str, a: Any, rcond: Any, hermitian: bool = False) -> None:
+    """Refuse a cutoff that discards a singular value that is not (numerically) zero.
+
+    The constant-rank formula is the derivative of the pseudo-inverse only where the
+    discarded part of the matrix is zero: a truncated SVD whose discarded singular values
+    are not zero also rotates the kept singular vectors (the coupling ``1 / (s_i^2 - s_j^2)``
+    between kept and discarded ones), which it leaves out: a wrong gradient, off by about
+    the discarded value.  Below ``sqrt(eps)`` of the largest value the error is below that too.
+    """
+    raw = np.asarray(strip(a))
+    if raw.size == 0:
+        return
+    values = np.linalg.svd(raw, compute_uv=False, hermitian=hermitian)
+    largest = np.max(values, axis=-1, keepdims=True)
+    cut = values <= np.asarray(rcond)[..., None] * largest
+    significant = cut & (values > np.sqrt(np.finfo(values.dtype).eps) * largest)
+    if np.any(significant):
+        worst = float(np.max(np.where(significant, values / largest, 0.0)))
+        raise _not_differentiable(
+            name,
+            f"its cutoff (rcond/rtol) discards a singular value that is not zero ({worst:.3g} of the largest). "
+            "The derivative of such a truncation also turns the kept singular vectors, which tapegrad's "
+            "pseudo-inverse rule leaves out. Write the truncation with np.linalg.svd (u, s, vh) and mask s, "
+            "or use a cutoff below the values you keep and above those that are zero.",
+        )
+
+
+def _pinv_rcond(a: Any, rcond: Any, kwargs: dict) -> Any:
+    """NumPy's cutoff for ``pinv`` (``rcond`` or ``rtol``, with their defaults)."""
+    if rcond is not None:
+        return rcond
+    rtol = kwargs.get("rtol", _NO_VALUE)
+    if rtol is _NO_VALUE:
+        return 1e-15
+    if rtol is None:
+        return max(np.shape(a)[-2:]) * np.finfo(_real_dtype(a)).eps
+    return rtol
+
+
+try:
+    from numpy._globals import _NoValue as _NO_VALUE
+except ImportError:  # pragma: no cover
+    _NO_VALUE = object()
+
+
 def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, **kwargs):
     _real_only("numpy.linalg.pinv", a)
+    _refuse_cut_values("numpy.linalg.pinv", a, _pinv_rcond(a, rcond, kwargs), hermitian)
     if not hermitian:
         return _pinv_cotangent(g, ans, a)
     # hermitian=True reads the lower triangle only: differentiate at that symmetric matrix.
@@ -647,6 +693,7 @@ def _svdvals_cotangent(gs, a):
 
 def _lstsq_a(g, ans, a, b, rcond=None):
     _real_only("numpy.linalg.lstsq", a)
+    _refuse_cut_values("numpy.linalg.lstsq", a, _lstsq_rcond(a, rcond))
     x, res = ans[0], ans[1]
     gx, gres, gs = g[0], g[1], g[3]
     pinv = np.linalg.pinv(a, rcond=_lstsq_rcond(a, rcond))

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import _reject_out, primitive, strip
+from ..errors import NonDifferentiableArgumentError
 from ..registry import defcomposite, defvjp
 from ..tracer import Tracer
 
@@ -120,8 +121,13 @@ defcomposite(np.correlate, _correlate, note="complex v is conjugated, as in NumP
 # ----------------------------------------------------------- polynomials
 def _polyval(p, x):
     # Horner's scheme, exactly as NumPy evaluates it (so values agree bit for bit).
-    if isinstance(x, np.poly1d) or isinstance(p, np.poly1d):
-        raise TypeError("tapegrad does not trace np.poly1d objects; pass coefficient arrays")
+    if isinstance(p, np.poly1d):
+        p = p.coeffs  # what NumPy's np.asarray(p) makes of it
+    if isinstance(x, np.poly1d):
+        raise NonDifferentiableArgumentError(
+            "numpy.polyval with a np.poly1d x (a composition of polynomials) is not traced; "
+            "evaluate it with coefficient arrays instead"
+        )
     y = np.zeros_like(x)
     for c in p:
         y = y * x + c
