@@ -172,6 +172,10 @@ def record_unary(rule: Rule, a: Any) -> Any:
     """Hot path for a one-input ufunc with a VJP (``np.sin(x)``, ``-x``)."""
     if type(a) is not Tracer or not rule.simple:
         return record(rule, (a,), {})
+    if rule.fuse is not None:
+        fused = rule.fuse(a)
+        if fused is not None:
+            return fused
     tape = a._tape
     raw = a._value
     small = a._small
@@ -588,7 +592,7 @@ def dispatch_ufunc_call1(ufunc: np.ufunc, a: Tracer) -> Any:
     if rule is None or _observing or rule.kind is not PRIMITIVE:
         return dispatch_ufunc(ufunc, "__call__", (a,), {})
     small = a._small
-    if small is not None and rule.elementwise:
+    if small is not None and rule.elementwise and rule.fuse is None:
         # record_unary's fast case, without the call: see there.
         tape = a._tape
         raw = a._value

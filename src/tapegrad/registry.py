@@ -139,6 +139,10 @@ class Rule:
     #: exactly zero cotangent entry must contribute zero inside a contraction too (a
     #: matmul's ``0 * inf``).  Set with :func:`defstrong`; empty: the plain VJPs.
     strong_vjps: tuple = ()
+    #: For a one-input rule: ``fuse(tracer)`` may record the call as another node made from
+    #: the input's own node (``np.square`` of ``np.abs(z)`` is ``|z|**2``, whose derivatives
+    #: are finite at ``z == 0`` where the chain of the two is not), or return ``None``.
+    fuse: Optional[Callable[[Any], Any]] = None
     #: A primitive with a VJP for every argument: eligible for the operator fast path.
     simple: bool = field(init=False, default=False)
     #: Position in RULE_TABLE.

@@ -19,6 +19,7 @@ from . import statistics  # noqa: F401,E402
 from . import selection  # noqa: F401,E402
 from . import contractions  # noqa: F401,E402
 from . import misc, polynomial, sets  # noqa: F401,E402
+from . import squares  # noqa: F401,E402  (np.square of a modulus or a norm)
 from . import vectorize  # noqa: F401,E402  (np.vectorize, through the door)
 from . import ufunc_methods  # noqa: F401,E402  (last: derives ufunc methods from the rules above)
 

@@ -1097,6 +1097,19 @@ def _pnorm_vjp(g, ans, x, p, axis, keepdims):
 defvjp(pnorm, _pnorm_vjp, note="subgradient 0 at the zero vector (and at zero entries for p < 1)", sparse=True)
 
 
+def _whole_norm_impl(x, keepdims):
+    return np.linalg.norm(x, keepdims=keepdims)  # NumPy's own sqrt(x . x): its value, bit for bit
+
+
+whole_norm = primitive(_whole_norm_impl)
+defvjp(
+    whole_norm,
+    lambda g, ans, x, keepdims: _pnorm_vjp(g, ans, x, 2, tuple(range(-np.ndim(x), 0)), keepdims),
+    None,
+    note="subgradient 0 at the zero vector",
+)
+
+
 def _vector_norm(x, ord, axis, keepdims):
     axis = negative_axes(axis, np.ndim(x))
     if ord is None or ord == 2:
@@ -1137,7 +1150,7 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     nd = np.ndim(x)
     if axis is None:
         if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
-            return pnorm(x, p=2, axis=tuple(range(-nd, 0)), keepdims=keepdims)
+            return whole_norm(x, keepdims)
         axis = tuple(range(nd))
     elif not isinstance(axis, tuple):
         axis = (int(axis),)
