@@ -126,9 +126,37 @@ def _lower_value(out: Any, rebuild: Optional[Rebuild], tape: Tape) -> Any:
 
 
 def _lower_aux(aux: Any, tape: Tape) -> Any:
-    """``aux`` lowered; tracers inside wrappers too (other objects stay as they are)."""
+    """``aux`` lowered; tracers inside wrappers too, and in the attributes of other objects."""
     plain, rebuild = read_outputs(aux, "aux", strict=False)
-    return _lower_value(plain, rebuild, tape)
+    value = _lower_value(plain, rebuild, tape)
+    leaves, structure = flatten(value)
+    return unflatten(structure, [_lower_attributes(leaf, tape, 3) for leaf in leaves])
+
+
+def _lower_attributes(obj: Any, tape: Tape, depth: int) -> Any:
+    """A shallow copy of ``obj`` (a dataclass, a ``SimpleNamespace``) with its traced attributes lowered.
+
+    Without it the tracers inside came back to the caller, and ``np.asarray`` on them
+    later raised.  ``obj`` itself when none of its attributes (``depth`` levels down) holds one.
+    """
+    if depth == 0 or type(obj) is Tracer or isinstance(obj, (np.ndarray, np.generic, int, float, complex, str, type)):
+        return obj
+    attributes = getattr(obj, "__dict__", None)
+    if type(attributes) is not dict or not attributes:
+        return obj
+    lowered = {}
+    for name, value in attributes.items():
+        leaves, structure = flatten(value)
+        new = [_lower_attributes(unwrap_above(leaf, tape.level - 1), tape, depth - 1) for leaf in leaves]
+        if any(a is not b for a, b in zip(new, leaves)):
+            lowered[name] = unflatten(structure, new)
+    if not lowered:
+        return obj
+    import copy  # rare path: an aux object that holds tracers
+
+    clone = copy.copy(obj)
+    clone.__dict__.update(lowered)  # through __dict__: a frozen dataclass too
+    return clone
 
 
 def _results_per_arg(sources: list, flat_results: list, single: bool) -> Any:
