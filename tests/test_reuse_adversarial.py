@@ -254,22 +254,20 @@ def _slogdet(x):
 @pytest.mark.parametrize("make", [tg.grad, tg.hessian], ids=_id)
 def test_slogdet_at_a_singular_matrix(make):
     """At a singular matrix eager mode raises LinAlgError (slogdet's VJP inverts); so must reuse.  The
-    first-order recording made there does not replay and the function is refused for good with a
-    ReuseWarning (a needless refusal: the call raised anyway); later calls stay eager's."""
+    first-order recording made there does not replay: it is not kept (it used to refuse the function
+    for good), and later calls are replayed again."""
     singular = np.array([-0.0, 0.0, 1.0, -1.0])
     reused, eager = make(_slogdet, reuse=True), make(_slogdet)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("error", ReuseWarning)
         for x in (X, X * 2):
             agree(reused, eager, [x])
-        if make is tg.grad:
-            with pytest.warns(ReuseWarning, match="does not replay"), pytest.raises(np.linalg.LinAlgError):
-                reused(singular)
-        else:
-            with pytest.raises(np.linalg.LinAlgError):
-                reused(singular)
-        for x in (X, X * 3, singular):
+        with pytest.raises(np.linalg.LinAlgError):
+            reused(singular)
+        for x in (X, X * 3, singular, X * 4):
             agree(reused, eager, [x])
+    assert reused.reuse_stats.refused is None and reused.reuse_stats.replays >= 2, reused.reuse_stats
 
 
 # ============================================================ arguments: ints, pytrees, argnums, keywords

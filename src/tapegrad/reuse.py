@@ -78,6 +78,8 @@ PER_SIGNATURE = 4
 SIGNATURES = 32
 #: Calls in ``reuse="check"`` mode that are also run eagerly and compared.
 CHECKED_CALLS = 3
+#: Recordings that fail to replay at their own inputs before a function is refused.
+FAILED_COMPILES = 3
 
 
 class ReuseWarning(UserWarning):
@@ -256,6 +258,7 @@ class _Reusable:
         self.gradient = False  # a gradient (one scalar output): the program writes the sweep out
         self.vjp = False  # an HVP (one cotangent of the output's shape): the program may sweep from it
         self.cache: OrderedDict = OrderedDict()
+        self.failed_compiles = 0
         self.lock = threading.Lock()
         self.stats = ReuseStats()
 
@@ -397,6 +400,12 @@ class _Reusable:
             except Refused:
                 raise
             except Exception as exc:  # a replay at the recorded inputs failed: never reuse what cannot replay
+                # (slogdet's gradient at a singular matrix raises in eager mode too: a few such
+                # points are not kept; a recording that keeps failing is refused.)
+                self.failed_compiles += 1
+                if self.failed_compiles < FAILED_COMPILES:
+                    self.stats.unkept += 1
+                    raise _NotKept from None
                 raise Refused(f"its recording does not replay ({type(exc).__name__}: {exc})") from None
             program.environment = environment
             program.values = before
