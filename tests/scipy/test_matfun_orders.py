@@ -172,3 +172,19 @@ def test_float32_stays_float32():
     assert out.dtype == np.float32
     reference = tg.grad(lambda a: np.sum(np.real(sl.sqrtm(a)) * v))(x.astype(np.float64))
     np.testing.assert_allclose(out, reference, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("fun", [
+    lambda a: sl.sqrtm(a), lambda a: sl.fractional_matrix_power(a, 0.5), lambda a: sl.fractional_matrix_power(a, 2.5)
+], ids=["sqrtm", "power 0.5", "power 2.5"])
+def test_a_zero_eigenvalue_gives_no_finite_garbage(fun):
+    """At the zero matrix sqrt's derivative is infinite: NaN in every mode (it was 1e291); power 2.5 is finite."""
+    f = lambda x: np.sum(np.real(fun(x.reshape(2, 2))))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = tg.grad(f)(np.zeros(4))
+        j = tg.jacfwd(f)(np.zeros(4))
+    if fun(np.eye(2) * 4.0)[0, 0] == 32.0:  # power 2.5
+        np.testing.assert_array_equal(g, np.zeros(4))
+    else:
+        assert np.all(np.isnan(g)) and np.all(np.isnan(j))

@@ -107,6 +107,10 @@ def _block_function_value(a: Any, coupling: Any, *, fun: Any, extra: tuple = ())
     q = np.empty(a.shape, dtype=dtype)
     for idx in np.ndindex(*a.shape[:-2]):
         t[idx], q[idx] = _complex_schur(a[idx])
+    if k > 1 and _infinite_at_zero(fun, extra) and np.any(np.diagonal(t, axis1=-2, axis2=-1) == 0):
+        # sqrt, log and powers below 1 have no finite derivative at a zero eigenvalue: SciPy's
+        # recurrence divides by sqrt(0) + sqrt(0) and gave finite garbage (1e291) there.
+        return np.full(batch + (size, size), np.nan, dtype=dtype)
     qk = _block_diag_of(q, k)
     upper = _block_diag_of(t, k) + np.swapaxes(qk.conj(), -1, -2) @ coupling @ qk
     upper = np.triu(np.broadcast_to(upper, batch + (size, size)))
@@ -116,6 +120,16 @@ def _block_function_value(a: Any, coupling: Any, *, fun: Any, extra: tuple = ())
     if isinstance(out, tuple):  # disp=False: (value, error estimate)
         out = out[0]
     return qk @ out @ np.swapaxes(qk.conj(), -1, -2)
+
+
+def _infinite_at_zero(fun: Any, extra: tuple) -> bool:
+    """Whether the scalar function behind ``fun`` has an infinite derivative at 0."""
+    if fun is sl.sqrtm or fun is sl.logm:
+        return True
+    if fun is sl.fractional_matrix_power and extra:
+        p = np.real(extra[0])
+        return bool(p < 1 and p != 0)
+    return False
 
 
 block_function = primitive(_block_function_value)
