@@ -379,9 +379,20 @@ class Tracer(NDArrayOperatorsMixin):
     def real(self) -> Any:
         return np.real(self)
 
+    @real.setter
+    def real(self, value: Any) -> None:
+        # z.real = v writes every element: v plus the imaginary part z keeps (a recorded write).
+        self[...] = value + 1j * np.imag(self) if self.dtype.kind == "c" else value
+
     @property
     def imag(self) -> Any:
         return np.imag(self)
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self[...] = np.real(self) + 1j * np.real(value)
 
     @property
     def flat(self) -> Any:
