@@ -25,7 +25,7 @@ from .binding import has_tracer as _has_tracer
 from .binding import kwargs_to_positional, strip_all
 from .tracer import ROUTES, SMALL_BYTES, Tracer, strip, unwrap_above
 from .views import link_opaque_views
-from .frozen import kept, kept_index
+from .frozen import kept, kept_read
 from .out_arguments import OUT_AT, UNKNOWN, function_into_out, into_traced_out, out_position
 from .out_arguments import reject_out as _reject_out  # rules import it from here
 
@@ -114,7 +114,7 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     raw = tuple(raw)
     ans = rule.fun(*raw, **kwargs)
     if plain is not None and tape.recording and parents:
-        raw = _kept_constants(rule, raw, plain, parents)
+        raw = kept_read(rule.needs, raw, plain, parents[::PARENT_FIELDS])
     # A keyword (np.cos(x, dtype=np.float32)) changes the output: such a call is not remembered.
     out = _emit(rule, tape, raw, kwargs if rule.pass_kwargs else None, ans, parents, remember=not kwargs)
     if kwargs and not rule.pass_kwargs and ROUTES.guard is not None:  # a reuse recording replays them
@@ -122,22 +122,6 @@ def record(rule: Rule, args: tuple, kwargs: dict) -> Any:
     if rule.returns_view and type(args[0]) is Tracer:
         link_opaque_views(args[0], out)
     return out
-
-
-def _kept_constants(rule: Rule, raw: tuple, positions: tuple, parents: Any) -> tuple:
-    """``raw`` with the plain arrays a recorded VJP reads as the node must keep them (:func:`frozen.kept`)."""
-    needs = rule.needs
-    read = None
-    if needs is not None:
-        read = set()
-        for argnum in parents[::PARENT_FIELDS]:
-            if argnum < len(needs):
-                read.update(needs[argnum])
-    out = list(raw)
-    for i in positions:
-        if read is None or i in read:
-            out[i] = kept_index(out[i])
-    return tuple(out)
 
 
 #: Arrays smaller than this stay on the tape even when no VJP reads them:

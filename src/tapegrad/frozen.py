@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import GradientDroppedError
 
-__all__ = ["COPY_BYTES", "kept", "kept_index", "thaw_all", "write_error"]
+__all__ = ["COPY_BYTES", "kept", "kept_index", "kept_read", "thaw_all", "write_error"]
 
 #: Plain arrays up to this size are copied into the node that reads them.
 COPY_BYTES = 1 << 15
@@ -69,6 +69,24 @@ def kept_index(index: Any) -> Any:
     if type(index) is tuple:
         return tuple(kept(i) if type(i) is np.ndarray else i for i in index)
     return index
+
+
+def kept_read(needs: Optional[tuple], raw: tuple, positions: tuple, argnums: Any) -> tuple:
+    """``raw`` with its plain arrays at ``positions`` kept (:func:`kept_index`) where a VJP of ``argnums`` reads them.
+
+    ``needs`` is the rule's (``needs[argnum]``: the positions that VJP reads; ``None``: all).
+    """
+    read = None
+    if needs is not None:
+        read = set()
+        for argnum in argnums:
+            if argnum < len(needs):
+                read.update(needs[argnum])
+    out = list(raw)
+    for i in positions:
+        if read is None or i in read:
+            out[i] = kept_index(out[i])
+    return tuple(out)
 
 
 def thaw_all() -> None:
