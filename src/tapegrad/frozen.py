@@ -46,19 +46,20 @@ def _owner(a: np.ndarray) -> np.ndarray:
 
 def kept(a: np.ndarray) -> np.ndarray:
     """What a node keeps of the plain ndarray ``a`` that one of its VJPs reads."""
-    if not a.flags.writeable:
-        owner = _owner(a)
-        if owner is a or not owner.flags.writeable:
-            return a  # a read-only view of a writable array (np.broadcast_to) still changes with it
+    flags = a.flags
+    owner = a if a.base is None else _owner(a)
+    if not flags.writeable and (owner is a or not owner.flags.writeable):
+        return a  # (a read-only view of a writable array, np.broadcast_to's, still changes with it)
     if a.nbytes <= COPY_BYTES:
         # The layout stays (an F-ordered constant gives F-ordered products), except a broadcast one's.
         return a.copy(order="C" if 0 in a.strides else "K")
-    owner = _owner(a)
     with _lock:
-        for arr in (a, owner):
-            if arr.flags.writeable:
-                arr.flags.writeable = False
-                _frozen.append(arr)
+        if flags.writeable:
+            flags.writeable = False
+            _frozen.append(a)
+        if owner is not a and owner.flags.writeable:
+            owner.flags.writeable = False
+            _frozen.append(owner)
     return a
 
 
@@ -91,6 +92,8 @@ def kept_read(needs: Optional[tuple], raw: tuple, positions: tuple, argnums: Any
 
 def thaw_all() -> None:
     """Make every frozen array writable again (the last recording window closed)."""
+    if not _frozen:
+        return
     with _lock:
         arrays = _frozen[::-1]  # the owner after its view was frozen: thawed first
         _frozen.clear()
