@@ -347,6 +347,10 @@ class Tracer(NDArrayOperatorsMixin):
     def shape(self) -> tuple:
         return np.shape(self._value)
 
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        raise AttributeError("tapegrad: a traced array cannot be reshaped in place; write x = x.reshape(shape)")
+
     @property
     def ndim(self) -> int:
         return len(np.shape(self._value))

@@ -23,7 +23,7 @@ from ..dispatch import primitive, record_traced_first
 from ..errors import GradientDroppedError
 from ..lazy import is_dask, zeros_like_shaped
 from ..registry import CONSTANT_ARG, RULES, defvjp
-from ..tracer import ROUTES, is_basic_index, strip, unwrap_above
+from ..tracer import ROUTES, Tracer, is_basic_index, strip, unwrap_above
 
 __all__ = ["getitem", "setitem", "take_index", "untake", "astype", "gather"]
 
@@ -284,6 +284,9 @@ def astype(x: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         )
     if kind not in "fc":
         return strip(x).astype(dtype, *args, **kwargs)
+    copy = args[3] if len(args) > 3 else kwargs.get("copy", True)
+    if not copy and type(x) is Tracer and np.dtype(dtype) == x.dtype:
+        return x  # NumPy returns the array itself: writes into the result are writes into x
     return _astype_primitive(x, dtype, *args, **kwargs)
 
 

@@ -167,12 +167,13 @@ def _trim_zeros(filt, trim="fb", axis=None):
         start = int(hit[0]) if "f" in trim else 0
         stop = int(hit[-1]) + 1 if "b" in trim else nonzero.shape[k]
         index[k] = slice(start, stop)
-    return getitem(filt, tuple(index))
+    # NumPy's result is a slice of filt: index the tracer itself, which links the view.
+    return filt[tuple(index)] if type(filt) is Tracer else getitem(filt, tuple(index))
 
 
 defcomposite(np.trim_zeros, _trim_zeros)
 defcomposite(np.resize, lambda a, new_shape: gather(lambda t: np.resize(t, new_shape), a))
-defcomposite(np.astype, lambda x, dtype, /, *, copy=True, device=None: astype(x, dtype))
+defcomposite(np.astype, lambda x, dtype, /, *, copy=True, device=None: astype(x, dtype, copy=copy))
 defconstant(np.ix_)
 
 

@@ -363,7 +363,9 @@ def _unstack(x, /, *, axis=0):
         raise ValueError("Input array must be at least 1-d.")
     ax = operator.index(axis) % np.ndim(x)
     lead = (slice(None),) * ax
-    return tuple(getitem(x, lead + (i,)) for i in range(np.shape(x)[ax]))
+    # x[...] (Tracer.__getitem__), not the getitem primitive: NumPy's pieces are views of x,
+    # and the tracer's indexing links them, so a write through one is seen (or refused).
+    return tuple(x[lead + (i,)] for i in range(np.shape(x)[ax]))
 
 
 defcomposite(np.unstack, _unstack)
@@ -471,7 +473,7 @@ def _rot90(m, k=1, axes=(0, 1)):
         raise ValueError(f"Axes={axes} out of range for array of ndim={nd}.")
     k %= 4
     if k == 0:
-        return np.copy(m)
+        return m[...]  # NumPy's m[:]: a view
     if k == 2:
         return np.flip(np.flip(m, axes[0]), axes[1])
     perm = list(range(nd))
@@ -661,6 +663,7 @@ def _mark_views() -> None:
         np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.squeeze,
         np.expand_dims, np.broadcast_to, np.diagonal, np.split, np.array_split,
         np.real, np.imag, np.matrix_transpose, np.linalg.matrix_transpose, np.linalg.diagonal,
+        np.flip,  # (and fliplr, flipud, rot90, made of it and transpose)
     )
     for fun in candidates:
         rule = RULES.get(fun)

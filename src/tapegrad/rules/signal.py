@@ -253,12 +253,17 @@ def _nan_to_num_real(x, nan, posinf, neginf):
 def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     xr = strip(x)
     if np.result_type(xr).kind not in "fc":
-        return np.copy(x)
+        return x if not copy and type(x) is Tracer else np.copy(x)
     if np.iscomplexobj(xr):
         re = _nan_to_num_real(np.real(x), nan, posinf, neginf)
         im = _nan_to_num_real(np.imag(x), nan, posinf, neginf)
-        return re + 1j * im
-    return _nan_to_num_real(x, nan, posinf, neginf)
+        out = re + 1j * im
+    else:
+        out = _nan_to_num_real(x, nan, posinf, neginf)
+    if not copy and type(x) is Tracer and np.ndim(x) > 0:
+        x[...] = out  # copy=False: NumPy replaces the values in x itself (a recorded write)
+        return x
+    return out
 
 
 defcomposite(np.nan_to_num, _nan_to_num, note="gradient 1 at finite entries, 0 at replaced ones")

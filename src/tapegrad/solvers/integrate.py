@@ -54,7 +54,10 @@ import scipy.integrate as _int
 
 from ..api import stop_gradient
 from ..errors import NonDifferentiableArgumentError
-from ..registry import defcomposite, intercepted
+from ..constructors import recording
+from ..dispatch import observing_calls
+from ..registry import INTERCEPTED, defcomposite, intercepted
+from ..tape import Tape
 from ..tracer import strip
 from ._core import Call, as_array, chord, levels_of, lu_solver, plain_jacobian, refuse, strip_tree, tie
 from ._sensitivity import (
@@ -72,7 +75,23 @@ from ._sensitivity import (
     stage_sensitivities,
     traced_columns,
 )
-from ._kinks import Crossings, Probe, flow_step, follows, locate, rebracket, relocate
+from ._kinks import (
+    Crossings,
+    Probe,
+    _below,
+    _changes,
+    _Collect,
+    _flat_values,
+    _Restart,
+    _root,
+    _same,
+    _watch,
+    flow_step,
+    follows,
+    locate,
+    rebracket,
+    relocate,
+)
 
 __all__: list = []
 
@@ -991,6 +1010,351 @@ def _refined(total: Callable[[np.ndarray], Any], intervals: np.ndarray, reproduc
     return traced, False
 
 
+class _Integrand:
+    """quad's integrand in the variable of QUADPACK's intervals, times that variable's weight.
+
+    On a finite range the variable is ``x`` itself; on an infinite one it is QUADPACK's
+    ``t`` in ``(0, 1]``, ``x = bound +- (1 - t) / t`` with weight ``1 / t**2`` (both
+    signs summed on the whole line).  A call takes one node (plain or traced);
+    :meth:`columns` every node of a 1-D array at once where the integrand allows
+    (:func:`scalar_columns`), :meth:`vector` the same call unchecked (for probes).
+    """
+
+    def __init__(self, func: Callable, fargs: tuple, quiet: Callable, lo_t: Any, hi_t: Any) -> None:
+        self.func, self.fargs, self.quiet = func, fargs, quiet
+        self.lo_t, self.hi_t = lo_t, hi_t
+        lo_p, hi_p = float(strip(lo_t)), float(strip(hi_t))
+        self.whole = np.isinf(lo_p) and np.isinf(hi_p)
+        self.upper = np.isinf(hi_p) and not self.whole  # [lo, inf)
+        self.lower = np.isinf(lo_p) and not self.whole  # (-inf, hi]
+        self.finite = not (self.whole or self.upper or self.lower)
+
+    def _at(self, x: Any) -> Any:
+        return np.reshape(self.func(x, *self.fargs), ())
+
+    def __call__(self, v: Any) -> Any:
+        if self.finite:
+            return self._at(v)
+        s = (1.0 - v) / v
+        if self.whole:
+            vals = self._at(s) + self._at(-s)
+        else:
+            vals = self._at(self.lo_t + s) if self.upper else self._at(self.hi_t - s)
+        return vals / v ** 2
+
+    def _mapped(self, v: Any, at: Callable[[Any], Any]) -> Any:
+        if self.finite:
+            return at(v)
+        s = (1.0 - v) / v
+        if self.whole:
+            pos, neg = at(s), at(-s)
+            return None if pos is None or neg is None else (pos + neg) / v ** 2
+        vals = at(self.lo_t + s) if self.upper else at(self.hi_t - s)
+        return None if vals is None else vals / v ** 2
+
+    def columns(self, vs: Any) -> Optional[Any]:
+        """The weighted integrand at every node of ``vs`` in one call, or ``None`` (node by node, then)."""
+        return self._mapped(vs, lambda xs: scalar_columns(self.func, self.fargs, xs, self.quiet))
+
+    def vector(self, vs: Any) -> Any:
+        """The same call on every node, unchecked: a probe checks what it finds node by node."""
+        return self._mapped(vs, lambda xs: self.func(xs, *self.fargs))
+
+
+# ---------------------------------------------------------------------- quadrature across kinks
+#: The probes' state: a quadrature's integrand has its variable only.
+_NO_STATE = np.zeros(0)
+#: Where a step between two nodes whose switches may dip through zero and back is sampled.
+_DIP_SAMPLES = np.linspace(0.0, 1.0, 10)[1:-1]
+#: A breakpoint of QUADPACK's this close to a kink (relative to the kink's segment) only served to
+#: resolve the kink: once the kink is a knot it is dropped, so that no piece is a sliver beside it.
+_KINK_MARGIN = 1e-3
+#: Nodes checked one by one against a probe of all the nodes at once.
+_CHECKED_PATTERNS = 4
+
+
+def _no_dense(times: np.ndarray) -> np.ndarray:
+    return np.zeros((0, np.size(times)))
+
+
+def _solver(key: Any) -> bool:
+    """Whether ``key`` is a SciPy solver whose rule runs callbacks (``quad`` inside ``dblquad``'s integrand)."""
+    try:
+        options = INTERCEPTED.get(key)
+    except TypeError:  # an unhashable key
+        return False
+    return options is not None and bool(options[3])
+
+
+class _QuadCollect(_Collect):
+    """:class:`tapegrad.solvers._kinks._Collect`, leaving the calls made inside a nested solver to it.
+
+    ``dblquad``'s outer integrand is an inner ``quad``: the inner integrand's kinks are in
+    the inner variable (the inner ``quad`` follows them itself), and its nodes change in
+    number from one outer point to the next.
+    """
+
+    def __call__(self, key: Any, args: tuple, kwargs: dict, proceed: Callable[[], Any]) -> Any:
+        if not self.depth and _solver(key):
+            self.depth += 1
+            try:
+                return proceed()
+            finally:
+                self.depth -= 1
+        return super().__call__(key, args, kwargs, proceed)
+
+
+class _QuadProbe(Probe):
+    """The switches of quad's kinked calls along its variable (:class:`tapegrad.solvers._kinks.Probe`)."""
+
+    def __init__(self, integrand: _Integrand) -> None:
+        super().__init__(lambda t, y: integrand(t))
+        self.integrand = integrand
+
+    def _run(self, t: float, y: np.ndarray, time_traced: bool) -> list:
+        scratch = Tape()
+        collect = _QuadCollect(scratch)
+        with recording(), observing_calls(collect), np.errstate(all="ignore"):
+            self.rhs(scratch.watch(np.float64(t)) if time_traced else np.float64(t), y)
+        return collect.values
+
+    def at(self, t: float) -> list:
+        """The plain switch values of each kinked call at ``t`` (none once the integrand needs a float)."""
+        try:
+            return self(t, _NO_STATE)
+        except _Restart:
+            return self(t, _NO_STATE)
+
+    def traced(self, t: Any, y: Any, key: tuple) -> Any:
+        call, element = key
+        scratch = Tape()
+        collect = _QuadCollect(scratch, want=call)
+        with recording(), observing_calls(collect):
+            self.rhs(_watch(scratch, t), y)
+        if len(collect.values) <= call or collect.values[call] is None:
+            raise NonDifferentiableArgumentError(
+                "scipy.integrate.quad: the integrand made different kinked calls at the same point (they depend on "
+                "something other than the integration variable), so tapegrad cannot follow its kinks."
+            )
+        return _below(collect.values[call][element], scratch)
+
+    def patterns(self, nodes: np.ndarray) -> Optional[list]:
+        """The switch values at every node (plain), or ``None`` where the integrand has no kinked call.
+
+        One call on every node where each kinked call gives one value per node and
+        spread nodes agree with their own probe; else node by node (a few spread nodes
+        first: none of them kinked, none is).
+        """
+        n = nodes.size
+        spread = np.unique(np.linspace(0, n - 1, _CHECKED_PATTERNS).astype(int))
+        found = self._vector(nodes)
+        if found is not None and not found:
+            return None
+        if found is not None:
+            columns = [[v[k:k + 1] for v in found] for k in range(n)]
+            if all(_agree(self.at(float(nodes[k])), columns[k]) for k in spread):
+                return columns
+        first = {}
+        for k in np.unique(np.linspace(0, n - 1, 5).astype(int)):
+            first[int(k)] = self.at(float(nodes[k]))
+            if not self.time_traced:  # the integrand needs a float: no switch along it shows
+                return None
+        if not any(first.values()):
+            return None
+        return [first[k] if k in first else self.at(float(nodes[k])) for k in range(n)]
+
+    def _vector(self, nodes: np.ndarray) -> Optional[list]:
+        scratch = Tape()
+        collect = _QuadCollect(scratch)
+        try:
+            with recording(), observing_calls(collect), np.errstate(all="ignore"):
+                self.integrand.vector(scratch.watch(np.array(nodes, dtype=float)))
+        except Exception:  # not written for arrays of nodes: node by node
+            return None
+        if any(v.shape != nodes.shape for v in collect.values):
+            return None
+        return collect.values
+
+
+def _agree(p: list, q: list) -> bool:
+    """Two patterns with the same calls, signs and (to rounding) values."""
+    if not _same(p, q):
+        return False
+    u, v = _flat_values(p)[0], _flat_values(q)[0]
+    return bool(np.allclose(u, v, rtol=1e-9, atol=1e-12 * (1.0 + np.max(np.abs(u), initial=0.0))))
+
+
+def _dips(nodes: np.ndarray, patterns: list) -> np.ndarray:
+    """Steps between nodes whose ends agree but where a parabola through a neighbour dips through zero.
+
+    :func:`tapegrad.solvers._kinks._double_crossings` for patterns of one structure, on all steps at once.
+    """
+    flagged = np.zeros(nodes.size - 1, dtype=bool)
+    if nodes.size < 3 or any(not _same_shapes(patterns[0], p) for p in patterns):
+        return flagged
+    values = np.stack([_flat_values(p)[0] for p in patterns])  # (nodes, switches)
+    if values.shape[1] == 0:
+        return flagged
+    k = np.arange(nodes.size - 1)
+    for j in (k - 1, k + 2):
+        ok = (j >= 0) & (j < nodes.size)
+        jj = np.clip(j, 0, nodes.size - 1)
+        t0, t1, t2 = nodes[k, None], nodes[k + 1, None], nodes[jj, None]
+        v0, v1, v2 = values[k], values[k + 1], values[jj]
+        with np.errstate(all="ignore"):
+            d1 = (v1 - v0) / (t1 - t0)
+            d2 = ((v2 - v0) / (t2 - t0) - d1) / (t2 - t1)
+            tm = 0.5 * (t0 + t1) - d1 / (2 * d2)
+            inside = (d2 != 0) & ((tm - t0) * (tm - t1) < 0)
+            vm = v0 + d1 * (tm - t0) + d2 * (tm - t0) * (tm - t1)
+        dips = inside & ((vm * v0 <= 0) | (np.abs(vm) < 0.1 * np.minimum(np.abs(v0), np.abs(v1))))
+        flagged |= ok & np.any(dips, axis=1)
+    return flagged
+
+
+def _same_shapes(p: list, q: list) -> bool:
+    return len(p) == len(q) and all(u.shape == v.shape for u, v in zip(p, q))
+
+
+def _kink_roots(name: str, probe: _QuadProbe, nodes: np.ndarray, patterns: list) -> list:
+    """``(x, key)`` of every switch between the nodes: where a kinked call's switch crosses zero."""
+    changed = np.array([not _same(p, q) for p, q in zip(patterns[:-1], patterns[1:])], dtype=bool)
+    changed |= _dips(nodes, patterns)
+    roots = []
+    for k in np.flatnonzero(changed):
+        lo, hi = float(nodes[k]), float(nodes[k + 1])
+        if _same(patterns[k], patterns[k + 1]):  # a dip: a switch and back between two nodes
+            inner = lo + _DIP_SAMPLES * (hi - lo)
+            times = np.concatenate([[lo], inner, [hi]])
+            samples = [patterns[k]] + [probe.at(float(t)) for t in inner] + [patterns[k + 1]]
+        else:
+            times, samples = np.array([lo, hi]), [patterns[k], patterns[k + 1]]
+        for i in range(1, times.size):
+            if _same(samples[i - 1], samples[i]):
+                continue
+            if not _same_shapes(samples[i - 1], samples[i]) and len(samples[i - 1]) != len(samples[i]):
+                raise NonDifferentiableArgumentError(
+                    f"{name}: the integrand makes different kinked calls at x = {times[i - 1]:.9g} and "
+                    f"x = {times[i]:.9g} (its control flow depends on more than the signs of its comparisons), so "
+                    "tapegrad cannot locate its kink there. Pass points=[...] at the integrand's kinks."
+                )
+            for key in _changes(samples[i - 1], samples[i], (times[i - 1], times[i])):
+                roots.append((_root(probe, _no_dense, key, times[i - 1], times[i]), key))
+    return sorted(roots, key=lambda r: r[0])
+
+
+def _kink_knot(name: str, probe: _QuadProbe, tau: float, key: tuple, steps: int, quiet: Callable) -> Any:
+    """The kink at plain ``tau`` as a traced knot: chord steps on its switch ``sigma(x) = 0``.
+
+    ``tau`` comes back plain where the switch does not move with anything traced.
+    """
+    r = probe.traced(np.float64(tau), _NO_STATE, key)
+    if not levels_of(r):
+        return tau
+    with quiet():
+        slope = float(np.reshape(plain_jacobian(lambda d: probe.traced(tau + d, _NO_STATE, key), np.float64(0.0)), ()))
+    if not np.isfinite(slope) or slope == 0.0:
+        raise NonDifferentiableArgumentError(
+            f"{name}: a switch of the integrand touches zero at x = {tau:.9g} without crossing it cleanly, so "
+            "tapegrad cannot tell how that kink moves with the traced values. Pass points=[...] with that point."
+        )
+    delta: Any = -(r - stop_gradient(r)) / slope
+    for _ in range(steps - 1):
+        r = probe.traced(tau + delta, _NO_STATE, key)
+        delta = delta - (r - stop_gradient(r)) / slope
+    return tau + delta
+
+
+def _jumps(probe: _QuadProbe, integrand: _Integrand, tau: float, scale: float, width: float) -> bool:
+    """Whether the integrand jumps at the switch ``tau`` (rather than only kinks there).
+
+    Its values a margin either side of ``tau`` differ by about the jump whatever the
+    margin, by about the margin times the change in slope at a kink: compared at two
+    margins, sixteen times apart (each probed to be on its own side of the switch).
+    """
+    left, right = probe.at(float(np.nextafter(tau, -np.inf))), probe.at(float(np.nextafter(tau, np.inf)))
+    margin = max(1e-12 * width, 1e4 * np.finfo(float).eps * abs(tau))
+    gaps = []
+    for m in (margin, 16.0 * margin, 256.0 * margin):
+        a, b = tau - m, tau + m
+        if not (_same(probe.at(a), left) or _same(probe.at(b), right)):
+            continue
+        with np.errstate(all="ignore"):
+            gaps.append(abs(float(strip(integrand(np.float64(b)))) - float(strip(integrand(np.float64(a))))))
+    if len(gaps) < 2 or not np.all(np.isfinite(gaps)):
+        return True  # cannot tell: as if it jumped (a moving jump is refused)
+    return gaps[0] > 1e-9 * scale and gaps[-1] < 4.0 * gaps[0]
+
+
+def _follow_kinks(name: str, integrand: _Integrand, pieces: np.ndarray, knots_t: list, knots_p: np.ndarray,
+                  steps: int, quiet: Callable) -> tuple:
+    """QUADPACK's ``pieces`` and the ``knots`` split at the integrand's kinks: ``(pieces, knots_t, knots_p)``.
+
+    The switches of the integrand's kinked calls (``np.maximum``, ``np.abs``,
+    comparisons, ...) are sampled at the Gauss nodes of every piece; where they change
+    sign, the kink is located (Brent's method on that switch) and becomes a knot, which
+    moves with the traced values (chord steps on the switch, one per tape level) when
+    the switch does.  Every piece is then smooth, and the rule on the pieces each side
+    of a moving knot differentiates the integral exactly, at every order (Leibniz's
+    rule at the knot).  A moving jump (the integrand discontinuous there) is refused:
+    ``points=`` with that point splits the range there instead.
+    """
+    probe = _QuadProbe(integrand)
+    order = np.argsort(pieces[:, 0], kind="stable")
+    pieces = pieces[order]
+    nodes = (pieces[:, :1] + (pieces[:, 1:] - pieces[:, :1]) * _GL_X[None, :]).reshape(-1)
+    with quiet():
+        patterns = probe.patterns(nodes)
+        if patterns is None:
+            return pieces, knots_t, knots_p
+        roots = _kink_roots(name, probe, nodes, patterns)
+        if not roots:
+            return pieces, knots_t, knots_p
+        with np.errstate(all="ignore"):
+            values = np.abs(np.asarray([float(strip(integrand(np.float64(x)))) for x in nodes[:: max(1, nodes.size // 64)]]))
+        scale = float(np.max(values[np.isfinite(values)], initial=0.0))
+    knots_t, span = list(knots_t), float(knots_p[-1] - knots_p[0])
+    old_knots = knots_p.copy()
+    added: List[float] = []
+    done: List[float] = []
+    for tau, key in roots:
+        if any(abs(tau - d) <= 1e-12 * span for d in done):
+            continue  # another call switching at the same point (np.clip's two, a repeated np.maximum)
+        done.append(tau)
+        near = int(np.argmin(np.abs(knots_p - tau)))
+        at_knot = abs(knots_p[near] - tau) <= 1e-12 * span
+        if at_knot and (levels_of(knots_t[near]) or near in (0, knots_p.size - 1)):
+            continue  # a traced knot of points= already there (or a limit)
+        knot = _kink_knot(name, probe, tau, key, steps, quiet)
+        if levels_of(knot):
+            with quiet():
+                width = float(np.min(np.abs(nodes - tau))) if nodes.size else span
+                jump = _jumps(probe, integrand, tau, scale, width)
+            if jump:
+                raise NonDifferentiableArgumentError(
+                    f"{name}: the integrand jumps at x = {tau:.9g}, a point that moves with the traced values, and "
+                    "tapegrad does not add the jump's term of Leibniz's rule by itself. Pass that point in "
+                    "points=[...] (traced), so that the range is split there."
+                )
+        if at_knot:
+            knots_t[near] = knot  # a plain breakpoint of points= that the kink moves
+            continue
+        slot = int(np.searchsorted(knots_p, tau))
+        knots_t.insert(slot, knot)
+        knots_p = np.insert(knots_p, slot, tau)
+        added.append(tau)
+    if not added:
+        return pieces, knots_t, knots_p
+    breaks = np.unique(pieces.ravel())
+    keep = np.ones(breaks.size, dtype=bool)
+    for tau in added:
+        seg = int(np.clip(np.searchsorted(old_knots, tau) - 1, 0, old_knots.size - 2))
+        close = np.abs(breaks - tau) < _KINK_MARGIN * (old_knots[seg + 1] - old_knots[seg])
+        keep &= ~close | np.isin(breaks, old_knots)
+    breaks = np.unique(np.concatenate([breaks[keep], added]))
+    return np.stack([breaks[:-1], breaks[1:]], axis=1), knots_t, knots_p
+
+
 def _quad(*args: Any, **kwargs: Any) -> Any:
     call = Call(_int.quad, args, kwargs, ("func",))
     out = call.run()
@@ -1018,39 +1382,19 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
         return (tie(value, 0.0 * (a - b)),) + tuple(out[1:])
     # SciPy integrates over the sorted range and negates: so do we.
     sign, lo_t, hi_t = (-1.0, b, a) if bp < ap else (1.0, a, b)
-    lo_p, hi_p = float(strip(lo_t)), float(strip(hi_t))
-    infinite = np.isinf(lo_p) or np.isinf(hi_p)
+    integrand = _Integrand(func, fargs, call.quiet, lo_t, hi_t)
     if last == 0:
-        intervals = np.array([[0.0, 1.0]]) if infinite else np.array([[lo_p, hi_p]])
+        intervals = np.array([[0.0, 1.0]]) if not integrand.finite else np.array([[float(strip(lo_t)), float(strip(hi_t))]])
     else:
         intervals = np.stack([info["alist"][:last], info["blist"][:last]], axis=1)
-    knots_t, knots_p = _knots(lo_t, hi_t, None if infinite else call.get("points"))
-
-    def integrand(x: Any) -> Any:
-        return np.reshape(func(x, *fargs), ())
-
-    def at_nodes(xs: Any) -> Any:
-        return scalar_columns(func, fargs, xs, call.quiet)
+    if integrand.finite:
+        knots_t, knots_p = _knots(lo_t, hi_t, call.get("points"))
+    else:  # the intervals are in QUADPACK's t in (0, 1]
+        knots_t, knots_p = [0.0, 1.0], np.array([0.0, 1.0])
+    intervals, knots_t, knots_p = _follow_kinks(name, integrand, intervals, knots_t, knots_p, call.steps(), call.quiet)
 
     def total(pieces: np.ndarray) -> Any:
-        if not infinite:
-            return sign * _knot_sum(pieces, knots_t, knots_p, integrand, at_nodes)
-        left, right = pieces[:, :1], pieces[:, 1:]
-        u = (left + (right - left) * _GL_X[None, :]).reshape(-1)
-        w = ((right - left) * _GL_W[None, :]).reshape(-1)
-        # QUADPACK's map of an infinite range onto (0, 1]: x = bound +- (1 - t) / t.
-        s = (1.0 - u) / u
-        if np.isinf(lo_p) and np.isinf(hi_p):
-            pos, neg = at_nodes(s), at_nodes(-s)
-            vals = pos + neg if pos is not None and neg is not None else \
-                np.stack([integrand(np.float64(si)) + integrand(np.float64(-si)) for si in s])
-        elif np.isinf(hi_p):
-            vals = at_nodes(lo_t + s)
-            vals = np.stack([integrand(lo_t + si) for si in s]) if vals is None else vals
-        else:
-            vals = at_nodes(hi_t - s)
-            vals = np.stack([integrand(hi_t - si) for si in s]) if vals is None else vals
-        return sign * ((w / u ** 2) @ vals)
+        return sign * _knot_sum(pieces, knots_t, knots_p, integrand, integrand.columns)
 
     target = max(10.0 * float(abserr), 1e-12 * abs(float(value)), 1e-300)
     traced, reproduced = _refined(total, intervals, lambda t: abs(float(strip(t)) - float(value)) <= target)
