@@ -7,9 +7,9 @@ index array advanced in place.  Keeping a reference would then sweep with the ne
 values: a silently wrong gradient.  So a node keeps, of each plain array one of
 its VJPs reads:
 
-* nothing new when no one can write the array's memory (it and the array that
-  owns the memory are read-only);
 * a copy when it is small (at most :data:`COPY_BYTES`: cheaper than any check);
+* nothing new when no one can write a large array's memory (it and the array that
+  owns the memory are read-only);
 * the array itself when it is large, made read-only (with the array that owns
   its memory) until the last recording window closes: a later write raises
   NumPy's "assignment destination is read-only", which :func:`write_error`
@@ -46,13 +46,13 @@ def _owner(a: np.ndarray) -> np.ndarray:
 
 def kept(a: np.ndarray) -> np.ndarray:
     """What a node keeps of the plain ndarray ``a`` that one of its VJPs reads."""
+    if a.nbytes <= COPY_BYTES:  # (cheaper than finding out whether anyone can write it)
+        # The layout stays (an F-ordered constant gives F-ordered products), except a broadcast one's.
+        return a.copy(order="C" if 0 in a.strides else "K")
     flags = a.flags
     owner = a if a.base is None else _owner(a)
     if not flags.writeable and (owner is a or not owner.flags.writeable):
         return a  # (a read-only view of a writable array, np.broadcast_to's, still changes with it)
-    if a.nbytes <= COPY_BYTES:
-        # The layout stays (an F-ordered constant gives F-ordered products), except a broadcast one's.
-        return a.copy(order="C" if 0 in a.strides else "K")
     with _lock:
         if flags.writeable:
             flags.writeable = False

@@ -41,12 +41,28 @@ Quadrature
 tracers: parameters inside it, and traced limits through the nodes'
 positions (Leibniz's rule), including infinite ranges through QUADPACK's own
 map ``x = a + (1 - t) / t``.  The rule's value is checked against SciPy's.
+
+That check sees the value's integrand only.  An integrand with a kink that moves
+with the parameters, ``np.maximum(t - p, 0) ** 2``, is smooth enough for QUADPACK
+to resolve it with few subintervals, but its derivative ``-2 (t - p)_+`` has a kink,
+and its second derivative a jump, at ``t = p``, which no Gauss rule across ``t = p``
+integrates to the tolerance asked (1e-9 from 20 nodes there, 1e-4 for the Hessian).
+So ``quad`` first follows the integrand's kinks (:func:`_follow_kinks`, with the
+switches of :mod:`tapegrad.solvers._kinks`): where a kinked call's switch changes sign
+between two Gauss nodes, the kink is located and becomes a breakpoint, one that moves
+with the traced values (chord steps on the switch, one per tape level) when the switch
+does.  Each piece is then smooth, and the rule on the pieces beside a moving
+breakpoint differentiates the integral exactly, at every order.  A moving jump (the
+integrand itself discontinuous there, ``np.where(t > p, ...)``) is refused with a clear
+error: ``points=`` with that point splits the range there.  (``quad_vec`` does not follow
+kinks.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from typing import Any, Callable, List, Optional
 
 import numpy as np
@@ -1073,6 +1089,14 @@ _KINK_MARGIN = 1e-3
 _CHECKED_PATTERNS = 4
 
 
+class _Probing(threading.local):
+    #: The scratch variable of the plain probe running now (this thread), or ``None``.
+    variable: Any = None
+
+
+_PROBING = _Probing()
+
+
 def _no_dense(times: np.ndarray) -> np.ndarray:
     return np.zeros((0, np.size(times)))
 
@@ -1114,8 +1138,13 @@ class _QuadProbe(Probe):
     def _run(self, t: float, y: np.ndarray, time_traced: bool) -> list:
         scratch = Tape()
         collect = _QuadCollect(scratch)
-        with recording(), observing_calls(collect), np.errstate(all="ignore"):
-            self.rhs(scratch.watch(np.float64(t)) if time_traced else np.float64(t), y)
+        variable = scratch.watch(np.float64(t)) if time_traced else np.float64(t)
+        outer, _PROBING.variable = _PROBING.variable, variable if time_traced else None
+        try:
+            with recording(), observing_calls(collect), np.errstate(all="ignore"):
+                self.rhs(variable, y)
+        finally:
+            _PROBING.variable = outer
         return collect.values
 
     def at(self, t: float) -> list:
@@ -1184,16 +1213,22 @@ def _agree(p: list, q: list) -> bool:
     return bool(np.allclose(u, v, rtol=1e-9, atol=1e-12 * (1.0 + np.max(np.abs(u), initial=0.0))))
 
 
-def _dips(nodes: np.ndarray, patterns: list) -> np.ndarray:
-    """Steps between nodes whose ends agree but where a parabola through a neighbour dips through zero.
+def _changed(nodes: np.ndarray, patterns: list) -> np.ndarray:
+    """The steps between consecutive nodes where a switch changes sign, or may change and change back.
 
-    :func:`tapegrad.solvers._kinks._double_crossings` for patterns of one structure, on all steps at once.
+    The second: the ends agree but a parabola through a neighbouring node dips through
+    zero (:func:`tapegrad.solvers._kinks._double_crossings`, here on all steps at once
+    when every node's pattern has one structure).
     """
-    flagged = np.zeros(nodes.size - 1, dtype=bool)
-    if nodes.size < 3 or any(not _same_shapes(patterns[0], p) for p in patterns):
-        return flagged
+    first = patterns[0]
+    if not all(_same_shapes(first, p) for p in patterns):
+        return np.array([not _same(p, q) for p, q in zip(patterns[:-1], patterns[1:])], dtype=bool)
     values = np.stack([_flat_values(p)[0] for p in patterns])  # (nodes, switches)
     if values.shape[1] == 0:
+        return np.zeros(nodes.size - 1, dtype=bool)
+    positive = values > 0
+    flagged = np.any(positive[:-1] != positive[1:], axis=1)
+    if nodes.size < 3:
         return flagged
     k = np.arange(nodes.size - 1)
     for j in (k - 1, k + 2):
@@ -1218,10 +1253,8 @@ def _same_shapes(p: list, q: list) -> bool:
 
 def _kink_roots(name: str, probe: _QuadProbe, nodes: np.ndarray, patterns: list) -> list:
     """``(x, key)`` of every switch between the nodes: where a kinked call's switch crosses zero."""
-    changed = np.array([not _same(p, q) for p, q in zip(patterns[:-1], patterns[1:])], dtype=bool)
-    changed |= _dips(nodes, patterns)
     roots = []
-    for k in np.flatnonzero(changed):
+    for k in np.flatnonzero(_changed(nodes, patterns)):
         lo, hi = float(nodes[k]), float(nodes[k + 1])
         if _same(patterns[k], patterns[k + 1]):  # a dip: a switch and back between two nodes
             inner = lo + _DIP_SAMPLES * (hi - lo)
@@ -1239,8 +1272,31 @@ def _kink_roots(name: str, probe: _QuadProbe, nodes: np.ndarray, patterns: list)
                     "tapegrad cannot locate its kink there. Pass points=[...] at the integrand's kinks."
                 )
             for key in _changes(samples[i - 1], samples[i], (times[i - 1], times[i])):
-                roots.append((_root(probe, _no_dense, key, times[i - 1], times[i]), key))
+                roots.append((_switch_root(probe, key, times[i - 1], times[i]), key))
     return sorted(roots, key=lambda r: r[0])
+
+
+def _switch_root(probe: _QuadProbe, key: tuple, lo: float, hi: float) -> float:
+    """Where switch ``key`` crosses zero between ``lo`` and ``hi`` (Brent's method, to a few ulps).
+
+    A switch with a multiple root (``np.maximum((x - p) ** 3, 0)``) takes Brent's method
+    more than its default hundred steps: bisection finishes it then.
+    """
+    try:
+        return _root(probe, _no_dense, key, lo, hi)
+    except RuntimeError:
+        pass
+    call, element = key
+    sign_lo = probe.at(lo)[call][element] > 0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if (probe.at(mid)[call][element] > 0) == sign_lo:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 def _kink_knot(name: str, probe: _QuadProbe, tau: float, key: tuple, steps: int, quiet: Callable) -> Any:
@@ -1255,8 +1311,9 @@ def _kink_knot(name: str, probe: _QuadProbe, tau: float, key: tuple, steps: int,
         slope = float(np.reshape(plain_jacobian(lambda d: probe.traced(tau + d, _NO_STATE, key), np.float64(0.0)), ()))
     if not np.isfinite(slope) or slope == 0.0:
         raise NonDifferentiableArgumentError(
-            f"{name}: a switch of the integrand touches zero at x = {tau:.9g} without crossing it cleanly, so "
-            "tapegrad cannot tell how that kink moves with the traced values. Pass points=[...] with that point."
+            f"{name}: a switch of the integrand crosses zero at x = {tau:.9g} with zero slope (a multiple root), so "
+            "tapegrad cannot tell how that kink moves with the traced values. Pass that point in points=[...] "
+            "(traced), so that the range is split there."
         )
     delta: Any = -(r - stop_gradient(r)) / slope
     for _ in range(steps - 1):
@@ -1310,9 +1367,7 @@ def _follow_kinks(name: str, integrand: _Integrand, pieces: np.ndarray, knots_t:
         roots = _kink_roots(name, probe, nodes, patterns)
         if not roots:
             return pieces, knots_t, knots_p
-        with np.errstate(all="ignore"):
-            values = np.abs(np.asarray([float(strip(integrand(np.float64(x)))) for x in nodes[:: max(1, nodes.size // 64)]]))
-        scale = float(np.max(values[np.isfinite(values)], initial=0.0))
+    scale: List[float] = []  # the integrand's size, for telling a jump from a kink: found once, if needed
     knots_t, span = list(knots_t), float(knots_p[-1] - knots_p[0])
     old_knots = knots_p.copy()
     added: List[float] = []
@@ -1328,8 +1383,13 @@ def _follow_kinks(name: str, integrand: _Integrand, pieces: np.ndarray, knots_t:
         knot = _kink_knot(name, probe, tau, key, steps, quiet)
         if levels_of(knot):
             with quiet():
-                width = float(np.min(np.abs(nodes - tau))) if nodes.size else span
-                jump = _jumps(probe, integrand, tau, scale, width)
+                if not scale:
+                    with np.errstate(all="ignore"):
+                        spread = nodes[np.unique(np.linspace(0, nodes.size - 1, 16).astype(int))]
+                        sizes = np.abs([float(strip(integrand(np.float64(x)))) for x in spread])
+                    scale.append(float(np.max(sizes[np.isfinite(sizes)], initial=0.0)))
+                width = float(np.min(np.abs(nodes - tau)))
+                jump = _jumps(probe, integrand, tau, scale[0], width)
             if jump:
                 raise NonDifferentiableArgumentError(
                     f"{name}: the integrand jumps at x = {tau:.9g}, a point that moves with the traced values, and "
@@ -1360,6 +1420,10 @@ def _quad(*args: Any, **kwargs: Any) -> Any:
     out = call.run()
     if not call.traced:
         return out
+    if _PROBING.variable is not None:
+        # Inside a plain probe of an outer quad's integrand (dblquad): only the values count there,
+        # and the probe's variable keeps what follows from this one a traced value of its tape.
+        return (out[0] + 0.0 * _PROBING.variable,) + tuple(out[1:])
     name = call.name
     for option in ("weight",):
         if call.get(option) is not None:
