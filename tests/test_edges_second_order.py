@@ -663,16 +663,8 @@ SOLVERS = {
     "minimize with max kink away": Case(_minimize_kink_away, np.array([1.0, -0.6]), ref=_minimize_kink_away_ref),
     "brentq with min kink away": Case(_brentq_kink_away, np.array([0.8]), ref=_brentq_ref),
     "quad |t - p| with points=[p]": Case(_quad_abs_points, np.array([0.7, 1.4]), ref=_quad_abs_ref),
-    # Repro: tg.hessian(lambda p: integrate.quad(lambda t: np.maximum(t - p, 0.0)**2, 0.0, 2.0,
-    # epsabs=1e-13, epsrel=1e-13)[0])(0.7) -> 2.599905 (truth 2 (2 - p) = 2.6; the gradient is off by
-    # 2.8e-9 where 1e-13 was asked). The derivative integrands (a kink, then a jump at t = p) are
-    # integrated by 20-point Gauss-Legendre on QUADPACK's subintervals for the *value*, which pass the
-    # value check (the value's integrand is C1), so nothing is refined and nothing is raised.
-    "quad relu^2 with fixed points": Case(
-        _quad_relu_fixed_points, np.array([0.7, 1.4]), ref=_quad_relu_ref,
-        bugs={"fd-2": "quad: Hessian of int max(t - p, 0)**2 dt off by 3.6e-5 relative (2.599905 vs 2.6) at "
-                      "epsabs=epsrel=1e-13; the derivative integrand's jump at t = p is not resolved or refused"},
-    ),
+    # The kink at t = p (not among points=) becomes a knot that moves with p: exact at both orders.
+    "quad relu^2 with fixed points": Case(_quad_relu_fixed_points, np.array([0.7, 1.4]), ref=_quad_relu_ref),
     "least_squares huber loss": Case(_huber_fit, np.array([1.0, 0.5]), ref=_huber_fit_ref),
 }
 

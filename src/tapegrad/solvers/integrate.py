@@ -1322,19 +1322,20 @@ def _kink_knot(name: str, probe: _QuadProbe, tau: float, key: tuple, steps: int,
     return tau + delta
 
 
-def _jumps(probe: _QuadProbe, integrand: _Integrand, tau: float, scale: float, width: float) -> bool:
-    """Whether the integrand jumps at the switch ``tau`` (rather than only kinks there).
+def _jumps(probe: _QuadProbe, integrand: _Integrand, tau: float, key: tuple, scale: float, width: float) -> bool:
+    """Whether the integrand jumps at the root ``tau`` of switch ``key`` (rather than only kinks there).
 
     Its values a margin either side of ``tau`` differ by about the jump whatever the
-    margin, by about the margin times the change in slope at a kink: compared at two
-    margins, sixteen times apart (each probed to be on its own side of the switch).
+    margin, by about the margin times the change in slope at a kink: compared at
+    margins sixteen times apart (at each, the two points probed to straddle the switch).
     """
-    left, right = probe.at(float(np.nextafter(tau, -np.inf))), probe.at(float(np.nextafter(tau, np.inf)))
+    call, element = key
     margin = max(1e-12 * width, 1e4 * np.finfo(float).eps * abs(tau))
     gaps = []
     for m in (margin, 16.0 * margin, 256.0 * margin):
         a, b = tau - m, tau + m
-        if not (_same(probe.at(a), left) or _same(probe.at(b), right)):
+        left, right = probe.at(a), probe.at(b)
+        if len(left) <= call or len(right) <= call or (left[call][element] > 0) == (right[call][element] > 0):
             continue
         with np.errstate(all="ignore"):
             gaps.append(abs(float(strip(integrand(np.float64(b)))) - float(strip(integrand(np.float64(a))))))
@@ -1389,7 +1390,7 @@ def _follow_kinks(name: str, integrand: _Integrand, pieces: np.ndarray, knots_t:
                         sizes = np.abs([float(strip(integrand(np.float64(x)))) for x in spread])
                     scale.append(float(np.max(sizes[np.isfinite(sizes)], initial=0.0)))
                 width = float(np.min(np.abs(nodes - tau)))
-                jump = _jumps(probe, integrand, tau, scale[0], width)
+                jump = _jumps(probe, integrand, tau, key, scale[0], width)
             if jump:
                 raise NonDifferentiableArgumentError(
                     f"{name}: the integrand jumps at x = {tau:.9g}, a point that moves with the traced values, and "
