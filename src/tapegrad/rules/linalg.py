@@ -1107,6 +1107,7 @@ defvjp(
     lambda g, ans, x, keepdims: _pnorm_vjp(g, ans, x, 2, tuple(range(-np.ndim(x), 0)), keepdims),
     None,
     note="subgradient 0 at the zero vector",
+    sparse=True,
 )
 
 

@@ -53,11 +53,13 @@ def _conj_if_complex(z: Any) -> Any:
 
 # d|z|^2 = 2 Re(conj(z) dz): the cotangent of a complex z is 2 g conj(z) (tapegrad's convention,
 # dL/dRe - 1j dL/dIm), of a real one 2 g z.
-defvjp(abs_squared, lambda g, ans, z: (g * 2) * _conj_if_complex(z))
+# Element-wise, like np.square's own VJP: they take the sweep's banded and sparse batches too.
+defvjp(abs_squared, lambda g, ans, z: (g * 2) * _conj_if_complex(z), banded=True, sparse=True)
 defvjp(
     norm_squared,
     lambda g, ans, x, p, axis, keepdims: unreduce(g * 2, np.shape(x), axis, keepdims) * _conj_if_complex(x),
     None, None, None,
+    sparse=True,
 )
 
 defvjp(
@@ -65,9 +67,10 @@ defvjp(
     lambda g, ans, x, keepdims: unreduce(g * 2, np.shape(x), tuple(range(-np.ndim(x), 0)), keepdims)
     * _conj_if_complex(x),
     None,
+    sparse=True,
 )
 
-defvjp(hypot_squared, lambda g, ans, a, b: (g * 2) * a, lambda g, ans, a, b: (g * 2) * b)
+defvjp(hypot_squared, lambda g, ans, a, b: (g * 2) * a, lambda g, ans, a, b: (g * 2) * b, banded=True, sparse=True)
 
 _HYPOT = RULES[np.hypot].number
 _ABS = RULES[np.absolute].number
