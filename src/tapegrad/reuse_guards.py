@@ -699,7 +699,7 @@ def _generators_in(roots: list) -> list:
             elif isinstance(obj, types.MethodType):
                 nxt += [obj.__self__, obj.__func__]
             elif isinstance(obj, types.FunctionType):
-                nxt.extend(c.cell_contents for c in obj.__closure__ or () if _filled(c))
+                nxt.extend(value for value in (_cell(c)() for c in obj.__closure__ or ()) if value is not _MISSING)
                 nxt.extend(obj.__defaults__ or ())
                 nxt.extend((obj.__kwdefaults__ or {}).values())
                 names: set = set()
@@ -718,13 +718,6 @@ def _generators_in(roots: list) -> list:
                            if isinstance(n, str) and hasattr(obj, n))
         layer = nxt
     return list(found.values())
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        return cell.cell_contents is not _MISSING
-    except ValueError:  # an empty cell
-        return False
 
 
 def random_states(fun: Any, environment: Environment, args: tuple, kwargs: dict) -> Callable[[], bool]:

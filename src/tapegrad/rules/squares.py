@@ -20,9 +20,10 @@ import numpy as np
 
 from ..dispatch import primitive
 from ..registry import RULES, defvjp
+from ..tape import PARENT_FIELDS
 from ..tracer import Tracer
 from ._util import unreduce
-from .linalg import pnorm, whole_norm
+from .linalg import _cj, pnorm, whole_norm
 
 
 def _abs_squared(z):
@@ -47,29 +48,26 @@ norm_squared = primitive(_norm_squared)
 whole_norm_squared = primitive(_whole_norm_squared)
 
 
-def _conj_if_complex(z: Any) -> Any:
-    return np.conjugate(z) if np.iscomplexobj(z) else z
+def _norm_squared_vjp(g: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    return unreduce(g * 2, np.shape(x), axis, keepdims) * _cj(x)
 
 
 # d|z|^2 = 2 Re(conj(z) dz): the cotangent of a complex z is 2 g conj(z) (tapegrad's convention,
 # dL/dRe - 1j dL/dIm), of a real one 2 g z.
 # Element-wise, like np.square's own VJP: they take the sweep's banded and sparse batches too.
-defvjp(abs_squared, lambda g, ans, z: (g * 2) * _conj_if_complex(z), banded=True, sparse=True)
+defvjp(abs_squared, lambda g, ans, z: (g * 2) * _cj(z), banded=True, sparse=True)
 defvjp(
     norm_squared,
-    lambda g, ans, x, p, axis, keepdims: unreduce(g * 2, np.shape(x), axis, keepdims) * _conj_if_complex(x),
+    lambda g, ans, x, p, axis, keepdims: _norm_squared_vjp(g, x, axis, keepdims),
     None, None, None,
     sparse=True,
 )
-
 defvjp(
     whole_norm_squared,
-    lambda g, ans, x, keepdims: unreduce(g * 2, np.shape(x), tuple(range(-np.ndim(x), 0)), keepdims)
-    * _conj_if_complex(x),
+    lambda g, ans, x, keepdims: _norm_squared_vjp(g, x, tuple(range(-np.ndim(x), 0)), keepdims),
     None,
     sparse=True,
 )
-
 defvjp(hypot_squared, lambda g, ans, a, b: (g * 2) * a, lambda g, ans, a, b: (g * 2) * b, banded=True, sparse=True)
 
 _HYPOT = RULES[np.hypot].number
@@ -88,28 +86,29 @@ def _fuse_square(a: Tracer) -> Optional[Any]:
     raw, parents = node[2], node[5]
     if number == _HYPOT and len(raw) == 2 and not node[3]:
         args = list(raw)
-        for at in range(0, len(parents), 4):
-            argnum, pos, index, out = parents[at : at + 4]
+        for at in range(0, len(parents), PARENT_FIELDS):
+            argnum, pos, index, out = parents[at : at + PARENT_FIELDS]
             if pos >= 0:
                 return None
             args[argnum] = Tracer(raw[argnum], index, tape, out)
         return hypot_squared(*args)
     if number != _ABS and number != _NORM and number != _WHOLE_NORM:
         return None
-    if len(parents) != 4 or parents[0] != 0 or parents[1] >= 0:
+    if len(parents) != PARENT_FIELDS or parents[0] != 0 or parents[1] >= 0:
         return None
     source = Tracer(raw[0], parents[2], tape, parents[3])
     if number == _ABS:
         return abs_squared(source)
-    if number == _WHOLE_NORM:
-        keepdims = dict(zip(("x", "keepdims"), raw)).get("keepdims", dict(node[3] or ()).get("keepdims", False))
-        return whole_norm_squared(source, keepdims)
-    call = dict(zip(("x", "p", "axis", "keepdims"), raw))
+    call = dict(zip(("x", "p", "axis", "keepdims") if number == _NORM else ("x", "keepdims"), raw))
     call.update(node[3] or ())  # the keywords the node keeps, as (name, value) pairs
-    p, axis, keepdims = call.get("p"), call.get("axis"), call.get("keepdims")
-    if p != 2 or not isinstance(keepdims, bool):
+    keepdims = call.get("keepdims", False)
+    if not isinstance(keepdims, bool):
         return None
-    return norm_squared(source, p, axis, keepdims)
+    if number == _WHOLE_NORM:
+        return whole_norm_squared(source, keepdims)
+    if call.get("p") != 2:
+        return None
+    return norm_squared(source, 2, call.get("axis"), keepdims)
 
 
 RULES[np.square].fuse = _fuse_square
