@@ -623,16 +623,45 @@ def test_writes_and_out_arguments(name, make):
     steps(_api(make), fun, [(x.copy(),) for x in xs])  # agree() checks the inputs are not changed
 
 
+def _copyto_allocated(x):
+    y = np.zeros(4)
+    np.copyto(y, x * 2.0, where=x > 0)
+    return np.sum(y**2 * x)
+
+
+def _exp_into_allocated(x):
+    buf = np.zeros((2, 4))
+    np.exp(x, out=buf[0])
+    return np.sum(buf * buf[0])
+
+
+@pytest.mark.parametrize("fun", [_copyto_allocated, _exp_into_allocated])
+def test_writes_into_allocated_buffers_replay(fun):
+    """copyto(where=) and out= into an array the function allocates (a traced constant): eager, reuse and FD agree."""
+    from tests._wrapped_checks import central_jacobian
+
+    for make in (tg.grad, tg.hessian):
+        reused = make(fun, reuse=True)
+        for x in (X, -X, X[::-1].copy()):
+            eager = make(fun)(x)
+            np.testing.assert_array_equal(reused(x), eager)
+            truth = central_jacobian(fun, x) if make is tg.grad else central_jacobian(tg.grad(fun), x)
+            np.testing.assert_allclose(eager, truth, rtol=1e-6, atol=1e-6)
+
+
+_PLAIN_MADE_ELSEWHERE = np.zeros((2, 4))
+
+
 def test_unsupported_writes_raise_alike():
-    """copyto(where=) into a plain buffer, a traced value into out= of a plain buffer: eager raises, reuse too."""
+    """A traced value written into a plain array the function did not allocate: eager raises, reuse too."""
 
     def copyto_plain(x):
-        y = np.zeros(4)
+        y = _PLAIN_MADE_ELSEWHERE[0].copy()
         np.copyto(y, x * 2.0, where=x > 0)
         return np.sum(y**2 * x)
 
     def exp_into_plain(x):
-        buf = np.zeros((2, 4))
+        buf = _PLAIN_MADE_ELSEWHERE.copy()
         np.exp(x, out=buf[0])
         return np.sum(buf)
 

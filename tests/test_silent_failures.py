@@ -292,27 +292,33 @@ def test_primitive_without_a_rule_raises_unsupported():
 
 
 # ----------------------------------------------------------------- F. plain arrays filled with tracers
+# Plain arrays the function did not allocate with np.zeros & co. (those are traced
+# constants: tests/test_allocated_buffers.py): a copy of a module constant stays plain.
+_PLAIN3 = np.zeros(3)
+_PLAIN3_COMPLEX = np.zeros(3, complex)
+
+
 def _fill_add(x):
-    out = np.zeros(3)
+    out = _PLAIN3.copy()
     out[0] += x[0]
     return np.sum(out)
 
 
 def _fill_set(x):
-    out = np.zeros(3)
+    out = _PLAIN3.copy()
     for i in range(3):
         out[i] = x[i] ** 2
     return np.sum(out)
 
 
 def _fill_slice(x):
-    out = np.zeros(3)
+    out = _PLAIN3.copy()
     out[:] = x
     return np.sum(out)
 
 
 def _fill_complex(x):
-    out = np.zeros(3, complex)
+    out = _PLAIN3_COMPLEX.copy()
     out[1] = x[1]
     return np.sum(out.real)
 

@@ -1284,7 +1284,6 @@ KNOWN = {
     "black_scholes_math_erf": (_DROPPED, "math.erf on a traced scalar calls float()"),
     "ewald_real_space": (_DROPPED, "np.vectorize(math.erfc): float() on the element"),
     "student_t_loglik_lgamma": (_DROPPED, "math.lgamma on a traced scalar calls float()"),
-    "garch_preallocated_buffer": (_DROPPED, "sig2 = np.empty_like(r) (plain) filled with traced values"),
     "polynomial_class_deriv_integ": (_DROPPED, "Polynomial.deriv/integ: NumPy's polyder/polyint store into a plain array"),
     "qr_complete_basis": (tg.NonDifferentiableArgumentError, "qr(mode='complete') with m > n is refused outright"),
     "two_tap_inplace_overlap": (_DROPPED, "y[1:] += y[:-1]: in-place write overlapping a live view"),

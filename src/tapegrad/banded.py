@@ -407,7 +407,7 @@ class BandedCotangent(NDArrayOperatorsMixin):
 
     def _column_scaled(self, column: np.ndarray, reciprocal: bool) -> Optional["BandedCotangent"]:
         """:meth:`_scaled` by one float per column (see :meth:`_takes_column`): the same numbers, fewer steps."""
-        if not finite(column) or (reciprocal and not all_true(column, axis=None)):  # floats: none is 0
+        if not finite(column) or (reciprocal and not all_true(column)):  # floats: none is 0
             return None  # the dense array's 0 * inf and 0 / 0 are NaN: let it compute them
         bands: Bands = {}
         dtype = np.result_type(self.dtype, column) if not self.bands else None

@@ -85,7 +85,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .dispatch import strip
-from . import dropped, frozen, interception
+from . import buffers, dropped, frozen, interception
+from .buffers import ALLOCATORS, allocating
 from .integrations import wrappers
 from .dropped import (
     QUIET_CALLERS, conversion_error, is_conversion, new_recording_span, note_list_conversion, translate,
@@ -115,7 +116,10 @@ FUNNELS: Dict[str, Dict[str, Optional[str]]] = {
 }
 
 _asarray = np.asarray  # the original, for the plain pieces of a traced result
-_ORIGINALS = {name: getattr(np, name) for name in NAMES}  # what the modules of PACKAGES bind
+#: Every numpy attribute a window replaces: the conversions above, and the allocators whose
+#: results the differentiated code's own calls get as traced constants (tapegrad.buffers).
+PATCHED = tuple(NAMES) + tuple(name for name in ALLOCATORS if name not in NAMES)
+_ORIGINALS = {name: getattr(np, name) for name in PATCHED}  # the conversions: what the modules of PACKAGES bind
 try:  # NumPy >= 2.0: the conversion behind np.cumsum / np.clip / np.linspace of array_likes
     from numpy._core._multiarray_umath import _array_converter as _ARRAY_CONVERTER
 except ImportError:  # pragma: no cover - NumPy 1.x
@@ -130,7 +134,7 @@ _choice: Optional[bool] = None  # set by intercept_array_constructors; else the 
 _DECLINED = object()
 # numpy's attributes in the common case (they hold the originals), read and written in C:
 # _read_numpy reads them from numpy's namespace as a tuple (set up at the end of the module).
-_read_numpy = operator.itemgetter(*NAMES)
+_read_numpy = operator.itemgetter(*PATCHED)
 _NUMPY_ORIGINALS = _read_numpy(_ORIGINALS)
 
 
@@ -192,6 +196,18 @@ def _wrapper_of(original: Callable, keyword: str) -> Callable:
     return wrapper
 
 
+def _numpy_wrapper(name: str, current: Callable) -> Callable:
+    """What a window puts at ``numpy.<name>`` in place of ``current``."""
+    wrapper = _wrapper_of(current, NAMES[name]) if name in NAMES else current
+    if name in ALLOCATORS:  # outermost: it looks at its caller's frame
+        inner = wrapper
+        wrapper = _wrappers.get((name, inner))
+        if wrapper is None:
+            wrapper = _wrappers[(name, inner)] = allocating(inner)
+            _made.add(wrapper)
+    return wrapper
+
+
 def _install() -> None:
     """Point numpy's attributes and the proxies at the wrappers (the first window: rebind, too)."""
     global _switched
@@ -199,13 +215,13 @@ def _install() -> None:
         np.__dict__.update(_NUMPY_WRAPPED)  # the common case, in C
         _installed.update(_INSTALLED_ALL)
     else:
-        for name in NAMES:
+        for name in PATCHED:
             if name in _installed:
                 continue
             current = getattr(np, name)
             if current in _made:
                 continue  # already one of ours
-            wrapper = _wrapper_of(current, NAMES[name])
+            wrapper = _numpy_wrapper(name, current)
             _installed[name] = (current, wrapper)
             setattr(np, name, wrapper)
     if not _switched:
@@ -275,14 +291,26 @@ def stop(exc: Optional[BaseException] = None) -> None:
 
 
 class recording:
-    """``with recording():`` — a recording window as a context manager (re-entrant)."""
+    """``with recording(tape):`` — a recording window as a context manager (re-entrant).
 
-    __slots__ = ()
+    ``tape``, the tape the differentiated code records on, is this thread's innermost
+    one meanwhile: the work arrays that code allocates become its traced constants
+    (:mod:`tapegrad.buffers`).
+    """
+
+    __slots__ = ("tape",)
+
+    def __init__(self, tape: Any = None) -> None:
+        self.tape = tape
 
     def __enter__(self) -> None:
         start()
+        if self.tape is not None:
+            buffers.push(self.tape)
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        if self.tape is not None:
+            buffers.pop()
         stop(exc)
         return False
 
@@ -612,6 +640,6 @@ def _make_funnel_wrapper(funnel: Callable, public: Optional[str]) -> Callable:
 
 # The wrappers, proxies and funnels exist from import on (cheap); bindings are rebound at the first window.
 _make_targets()
-_NUMPY_WRAPPED = {name: _wrappers[_ORIGINALS[name]] for name in NAMES}
+_NUMPY_WRAPPED = {name: _numpy_wrapper(name, _ORIGINALS[name]) for name in PATCHED}
 _NUMPY_WRAPPERS = _read_numpy(_NUMPY_WRAPPED)
-_INSTALLED_ALL = {name: (_ORIGINALS[name], _NUMPY_WRAPPED[name]) for name in NAMES}
+_INSTALLED_ALL = {name: (_ORIGINALS[name], _NUMPY_WRAPPED[name]) for name in PATCHED}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional
 
+from . import buffers as _buffers
 from . import constructors as _constructors
 from .errors import TapeError
 from .lazy import any_duck, guard
@@ -68,9 +69,11 @@ class GradientTape:
             prepare()
             self._tape = Tape(self.persistent)
         _constructors.start()  # np.array / np.asarray of tracers: see tapegrad.constructors
+        _buffers.push(self._tape)  # np.zeros & co. in the block: traced constants (tapegrad.buffers)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
+        _buffers.pop()
         _constructors.stop(exc[1])
         guarded = self.__dict__.pop("_lazy_guard", None)
         if guarded is not None:

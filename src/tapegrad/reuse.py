@@ -149,7 +149,7 @@ def _record(fun: Callable, args: tuple, kwargs: dict, nums: tuple, has_aux: bool
     sources = [(structure, leaves) for _, structure, leaves in sorted(sources, key=lambda s: s[0])]
     token = activate(log)
     try:
-        with _constructors.recording(), guard_values((args, kwargs)):
+        with _constructors.recording(tape), guard_values((args, kwargs)):
             out = fun(*args, **kwargs)
     except ValueError as exc:
         dropped = element_store_error(exc)

@@ -88,7 +88,7 @@ def _record_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has
     try:
         # np.array / np.asarray of tracers: see tapegrad.constructors.  Dask values: a
         # NumPy fallback (compute into memory) while tracing is an error.
-        with _constructors.recording(), guard_values((args, kwargs)):
+        with _constructors.recording(tape), guard_values((args, kwargs)):
             out = fun(*args, **kwargs)
     except ValueError as exc:
         dropped = element_store_error(exc)

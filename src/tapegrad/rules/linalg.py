@@ -419,7 +419,7 @@ def _finite_through(v: Any, ans: Any) -> bool:
         and type(ans) is np.ndarray
         and ans.dtype.kind == "f"
         and finite(v)
-        and bool(all_true(v, axis=None))
+        and all_true(v)
         and finite(ans)
     )
 

@@ -179,7 +179,7 @@ class Probe:
     def _run(self, t: float, y: np.ndarray, time_traced: bool) -> list:
         scratch = Tape()
         collect = _Collect(scratch)
-        with recording(), observing_calls(collect):
+        with recording(scratch), observing_calls(collect):
             times = scratch.watch(np.float64(t)) if time_traced else np.float64(t)
             self.rhs(times, scratch.watch(np.array(y, dtype=float)))
         return collect.values
@@ -189,7 +189,7 @@ class Probe:
         call, element = key
         scratch = Tape()
         collect = _Collect(scratch, want=call)
-        with recording(), observing_calls(collect):
+        with recording(scratch), observing_calls(collect):
             times = _watch(scratch, t) if self.time_traced else t
             self.rhs(times, _watch(scratch, y))
         if len(collect.values) <= call or collect.values[call] is None:

@@ -1141,7 +1141,7 @@ class _QuadProbe(Probe):
         variable = scratch.watch(np.float64(t)) if time_traced else np.float64(t)
         outer, _PROBING.variable = _PROBING.variable, variable if time_traced else None
         try:
-            with recording(), observing_calls(collect), np.errstate(all="ignore"):
+            with recording(scratch), observing_calls(collect), np.errstate(all="ignore"):
                 self.rhs(variable, y)
         finally:
             _PROBING.variable = outer
@@ -1158,7 +1158,7 @@ class _QuadProbe(Probe):
         call, element = key
         scratch = Tape()
         collect = _QuadCollect(scratch, want=call)
-        with recording(), observing_calls(collect):
+        with recording(scratch), observing_calls(collect):
             self.rhs(_watch(scratch, t), y)
         if len(collect.values) <= call or collect.values[call] is None:
             raise NonDifferentiableArgumentError(
@@ -1196,7 +1196,7 @@ class _QuadProbe(Probe):
         scratch = Tape()
         collect = _QuadCollect(scratch)
         try:
-            with recording(), observing_calls(collect), np.errstate(all="ignore"):
+            with recording(scratch), observing_calls(collect), np.errstate(all="ignore"):
                 self.integrand.vector(scratch.watch(np.array(nodes, dtype=float)))
         except Exception:  # not written for arrays of nodes: node by node
             return None
