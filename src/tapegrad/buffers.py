@@ -26,8 +26,9 @@ for calls from outside NumPy, SciPy, tapegrad and the array libraries of
 while no tape records in this thread, get NumPy's plain arrays.
 
 A traced constant behaves as the array it holds wherever a tracer goes; passed to
-compiled code without a rule it is handed over as its plain values (it carries no
-gradient until a traced value is written into it).  What stays out of reach: an
+compiled code, or to a NumPy function without a rule (:func:`call_on_constants`), it
+is handed over as its plain values (it carries no gradient until a traced value is
+written into it).  What stays out of reach: an
 array made by other means (``x0.copy()``, ``np.array([0.0, 0.0])``, an argument)
 is plain, and a traced store into it is refused as before.
 
@@ -44,7 +45,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["ALLOCATORS", "LIBRARIES", "allocating", "innermost", "pop", "push"]
+from .errors import UnsupportedFunctionError
+from .names import function_name
+from .tracer import ROUTES, Tracer
+
+__all__ = ["ALLOCATORS", "LIBRARIES", "allocating", "call_on_constants", "constant_values", "innermost", "pop", "push",
+           "users_call"]
 
 #: numpy's allocating functions whose results become traced constants (see the module docstring).
 ALLOCATORS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like")
@@ -77,30 +83,38 @@ def innermost() -> Optional[Any]:
     return tapes[-1] if tapes else None
 
 
-# (code, offset of a call) -> whether that call's callee is loaded under an allocator's name.
-_SITES: Dict[Tuple[Any, int], bool] = {}
+# (code, offset of a call) -> the name its callee is loaded under (None: unknown).
+_SITES: Dict[Tuple[Any, int], Optional[str]] = {}
 _MAX_SITES = 1 << 14
 
 
-def _calls_allocator(code: Any, offset: int) -> bool:
-    """Whether the call that ``code`` makes at ``offset`` is ``np.zeros(...)`` or the like, as written.
+def users_call(frame: Any, names: Any) -> bool:
+    """Whether ``frame`` is the differentiated code making a call written as one of ``names`` (``np.zeros(...)``).
 
-    The wrapper's Python caller is not always the code that called it: compiled code
-    has no frame, so when a Cython module (NumPy's random ``Generator``) calls
-    ``np.empty`` the nearest frame is the user's line ``rng.standard_normal(n)``.  Such
-    code needs a real ndarray (a tracer would be read as one: a crash).  The call the
-    frame is making is found by its source position: the callee is the last name loaded
-    from the same start (``np.zeros`` in ``np.zeros(n)``, ``standard_normal`` in
-    ``rng.standard_normal(n)``).  Without positions (``-X no_debug_ranges``) the answer
-    is no: NumPy's plain array, as before.
+    Not when ``frame`` belongs to a library (:data:`LIBRARIES`).  And the wrapper's
+    Python caller is not always the code that called it: compiled code has no frame,
+    so when a Cython module (NumPy's random ``Generator``) calls ``np.empty`` the
+    nearest frame is the user's line ``rng.standard_normal(n)``.  Such code needs a
+    real ndarray (a tracer would be read as one: a crash).  The call the frame is
+    making is found by its source position: the callee is the last name loaded from
+    the same start (``zeros`` in ``np.zeros(n)``, ``standard_normal`` in
+    ``rng.standard_normal(n)``).  Without positions (``-X no_debug_ranges``) the
+    answer is no: NumPy's plain array, as before.
     """
+    if (frame.f_globals.get("__name__") or "").partition(".")[0] in LIBRARIES:
+        return False
+    return _callee_name_at(frame.f_code, frame.f_lasti) in names
+
+
+def _callee_name_at(code: Any, offset: int) -> Optional[str]:
     key = (code, offset)
-    known = _SITES.get(key)
-    if known is None:
+    try:
+        return _SITES[key]
+    except KeyError:
         if len(_SITES) >= _MAX_SITES:
             _SITES.clear()
-        known = _SITES[key] = _callee_name(code, offset) in ALLOCATORS
-    return known
+        name = _SITES[key] = _callee_name(code, offset)
+        return name
 
 
 def _callee_name(code: Any, offset: int) -> Optional[str]:
@@ -130,11 +144,34 @@ def _callee_name(code: Any, offset: int) -> Optional[str]:
     return name
 
 
-def allocating(allocate: Callable) -> Callable:
-    """``allocate`` (a numpy allocator, or tapegrad's wrapper of one) returning traced constants as above."""
+def allocating(allocate: Callable, name: str) -> Callable:
+    """``allocate`` (``numpy.<name>``, or tapegrad's wrapper of it) returning traced constants as above.
+
+    The wrapper is also this module's attribute ``numpy_<name>``, the name it pickles
+    under: a Dask graph built while a tape records holds it, and pickle finds a
+    function by its module and name (``numpy.zeros`` is NumPy's own again by then).
+    """
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        out = allocate(*args, **kwargs)
+        if name == "full_like" and len(args) > 1 and type(args[1]) is Tracer and type(args[0]) is not Tracer:
+            # NumPy dispatches full_like on the prototype only: a traced fill would be copied
+            # into a plain array.  The same array, as a constant of the fill's tape, filled by a write.
+            filled = args[1]._tape.constant(np.zeros_like(args[0], *args[2:], **kwargs))
+            filled[...] = args[1]
+            return filled
+        try:
+            out = allocate(*args, **kwargs)
+        except UnsupportedFunctionError:
+            # ``like=tracer``: NumPy dispatches with the function it finds on the numpy
+            # module now (this wrapper), which has no rule.  The array is made without it,
+            # and the tracer's tape gets it as a constant, as ``np.zeros_like(x)`` would.
+            like = kwargs.get("like")
+            if type(like) is not Tracer:
+                raise
+            out = allocate(*args, **{k: v for k, v in kwargs.items() if k != "like"})
+            if type(out) is np.ndarray and out.dtype.kind in "fc":
+                return like._tape.constant(out)
+            return out
         if type(out) is not np.ndarray or out.dtype.kind not in "fc":
             return out  # a tracer already (a traced prototype or fill value), or no gradient to carry
         tapes = getattr(_STATE, "tapes", None)
@@ -143,16 +180,70 @@ def allocating(allocate: Callable) -> Callable:
         tape = tapes[-1]
         if not tape.recording:
             return out
-        caller = sys._getframe(1)
-        if (caller.f_globals.get("__name__") or "").partition(".")[0] in LIBRARIES:
-            return out
-        if not _calls_allocator(caller.f_code, caller.f_lasti):
-            return out  # compiled code in between (a Cython module's np.empty): it needs real memory
+        if not users_call(sys._getframe(1), ALLOCATORS):
+            return out  # a library's, or compiled code's in between (a Cython module's np.empty): real memory
         return tape.constant(out)
 
-    wrapper.__name__ = getattr(allocate, "__name__", "allocate")
-    wrapper.__qualname__ = getattr(allocate, "__qualname__", wrapper.__name__)
-    wrapper.__doc__ = getattr(allocate, "__doc__", None)
-    wrapper.__module__ = getattr(allocate, "__module__", None) or "numpy"
+    wrapper.__name__ = wrapper.__qualname__ = f"numpy_{name}"
+    wrapper.__doc__ = f"``numpy.{name}`` while a tape records (see :mod:`tapegrad.buffers`)."
     wrapper.__wrapped__ = allocate  # type: ignore[attr-defined]
+    globals()[wrapper.__name__] = wrapper
     return wrapper
+
+
+# ---------------------------------------------------------------------- functions without a rule
+def call_on_constants(key: Any, args: tuple, kwargs: dict) -> Any:
+    """A NumPy function (or ufunc method ``(ufunc, method)``) without a rule, called on tracers.
+
+    When every tracer among the arguments is a tape constant (a work array that holds
+    no traced value: ``np.frompyfunc(g, 1, 1)(np.ones(3))``), the call carries no
+    gradient and gets their values, read-only: a function that writes into its
+    arguments could otherwise change values that recorded nodes keep.  The result is
+    plain.  Anything else raises :class:`~tapegrad.errors.UnsupportedFunctionError`.
+    """
+    name = function_name(key)
+    found: list = []
+    values = constant_values(args, found)
+    options = constant_values(kwargs, found) if kwargs else kwargs
+    if values is None or options is None or "out" in kwargs or not found:
+        raise UnsupportedFunctionError(name)
+    fun = getattr(key[0], key[1]) if type(key) is tuple else key
+    try:
+        return fun(*values, **options)
+    except ValueError as exc:
+        if "read-only" not in str(exc):
+            raise
+        raise UnsupportedFunctionError(name) from exc
+
+
+def constant_values(obj: Any, found: list, copy: bool = False) -> Any:
+    """``obj`` with each tracer (in lists, tuples and dicts) replaced by its constant value; ``None`` if one is not constant.
+
+    The values are read-only views, or copies with ``copy``: recorded nodes may keep
+    the same memory.  ``found`` collects the tracers replaced.
+    """
+    if type(obj) is Tracer:
+        value = obj._constant()
+        if value is None:
+            return None
+        found.append(obj)
+        if type(value) is np.ndarray:
+            if copy:
+                return value.copy(order="K")
+            value = value.view()
+            value.flags.writeable = False
+        return value
+    if type(obj) is list or type(obj) is tuple:
+        items = [constant_values(item, found, copy) for item in obj]
+        if any(v is None and item is not None for v, item in zip(items, obj)):
+            return None
+        return type(obj)(items)
+    if type(obj) is dict:
+        items = {k: constant_values(v, found, copy) for k, v in obj.items()}
+        if any(items[k] is None and v is not None for k, v in obj.items()):
+            return None
+        return items
+    return obj
+
+
+ROUTES.unsupported = call_on_constants

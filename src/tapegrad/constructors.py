@@ -66,6 +66,12 @@ inside ``scipy.special.multigammaln``) is refused by NumPy's own conversion.
 Those still raise :class:`~tapegrad.errors.GradientDroppedError`, naming the
 library function and the user's line (:mod:`tapegrad.dropped`).
 
+The same window puts :mod:`tapegrad.buffers`' wrappers at ``numpy.zeros``,
+``ones``, ``empty``, ``full`` and their ``_like`` forms: called by the
+differentiated code (not by NumPy or SciPy, whose bindings keep the originals), they
+return a floating-point result as a traced constant, so that writes into a work
+array record.
+
 Opt out with ``TAPEGRAD_PATCH_NUMPY=0`` in the environment or
 :func:`intercept_array_constructors` ``(False)`` (which also puts the originals
 back into the bindings).
@@ -86,7 +92,7 @@ import numpy as np
 
 from .dispatch import strip
 from . import buffers, dropped, frozen, interception
-from .buffers import ALLOCATORS, allocating
+from .buffers import ALLOCATORS, allocating, constant_values, users_call
 from .integrations import wrappers
 from .dropped import (
     QUIET_CALLERS, conversion_error, is_conversion, new_recording_span, note_list_conversion, translate,
@@ -203,7 +209,7 @@ def _numpy_wrapper(name: str, current: Callable) -> Callable:
         inner = wrapper
         wrapper = _wrappers.get((name, inner))
         if wrapper is None:
-            wrapper = _wrappers[(name, inner)] = allocating(inner)
+            wrapper = _wrappers[(name, inner)] = allocating(inner, name)
             _made.add(wrapper)
     return wrapper
 
@@ -426,6 +432,13 @@ def _make_wrapper(original: Callable, keyword: str) -> Callable:
                 raise
             return wrapper(held, *args[1:], **kwargs)
         # The refusal was a bare marker (dropped.QUIET_CALLERS); a declined build reports in full.
+        if not users_call(sys._getframe(1), NAMES):
+            # A library's conversion (or compiled code's, calling np.asarray) of tape constants only
+            # (work arrays, tapegrad.buffers): their values, copied, as NumPy would hand them.
+            found: list = []
+            plain_args, plain_kwargs = constant_values(args, found, True), constant_values(kwargs, found, True)
+            if found and plain_args is not None and plain_kwargs is not None:
+                return original(*plain_args, **plain_kwargs)
         if keyword == "fill_value":
             result = _traced_full(original, args, kwargs)
         else:

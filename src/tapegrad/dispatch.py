@@ -512,7 +512,7 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict, observe: bool = True
         return _THREAD.observer(func, args, kwargs, lambda: dispatch_function(func, args, kwargs, False))
     rule = RULES.get(func)
     if rule is None:
-        raise UnsupportedFunctionError(function_name(func))
+        return ROUTES.unsupported(func, args, kwargs)  # tape constants only: their values (tapegrad.buffers)
     out_at = OUT_AT.get(func, UNKNOWN)
     if out_at is UNKNOWN:
         out_at = out_position(func)
@@ -548,7 +548,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, ob
     key = ufunc if method == "__call__" else (ufunc, method)
     rule = RULES.get(key) or lookup(key)
     if rule is None:
-        raise UnsupportedFunctionError(function_name(key))
+        return ROUTES.unsupported(key, inputs, kwargs)
     if not kwargs and method == "__call__" and rule.kind is PRIMITIVE:
         n = len(inputs)
         if n == 2:

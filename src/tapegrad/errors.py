@@ -68,7 +68,8 @@ def element_store_error(exc: BaseException) -> Optional[GradientDroppedError]:
         return GradientDroppedError(
             "storing a traced value into an element of a plain ndarray (out[i] = v or out[i] += v) "
             "would silently drop its gradient. Preallocate a traced array instead, "
-            "out = np.zeros_like(x) (writes into it are recorded), or collect the pieces in a "
+            "out = np.zeros_like(x) or np.zeros(n) called inside the differentiated function "
+            "(writes into them are recorded), or collect the pieces in a "
             "list and np.stack them. If you really want a constant, store "
             "tapegrad.stop_gradient(v)."
         )

@@ -96,7 +96,7 @@ def reject_out(name: str, kwargs: dict, inputs: tuple = ()) -> None:
         raise GradientDroppedError(
             f"an in-place update of a plain array with a traced value (y += x, y[i:j] *= x: {name} "
             "with out=y) would write traced results into y and drop their gradient. Make y traced "
-            "where it is made (y = np.zeros_like(x, shape=...) instead of np.zeros(...), or y = x.copy()): "
+            "where it is made (y = np.zeros(...) inside the differentiated function, y = np.zeros_like(x), or y = x.copy()): "
             "writes into it are recorded. Or write y = y + x."
         )
     if out is not None and any(o is not None for o in outs):

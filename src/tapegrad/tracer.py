@@ -70,7 +70,7 @@ class _Routes:
 
     __slots__ = (
         "ufunc", "ufunc_call1", "function", "unary", "binary", "getitem", "getitem_basic", "setitem", "astype", "write",
-        "write_inplace", "link_view", "guard",
+        "write_inplace", "link_view", "guard", "unsupported",
     )
 
 
@@ -257,7 +257,7 @@ class Tracer(NDArrayOperatorsMixin):
             # tapegrad.constructors, keeps returning the tracer itself: writes into it record.)
             constant = self._constant()
             if constant is not None:
-                return np.asarray(constant, dtype=dtype) if copy is not True else np.array(constant, dtype=dtype)
+                return np.array(constant, dtype=dtype, copy=copy is not False)  # (recorded nodes share its memory)
         # A marked error (tapegrad.dropped.is_conversion): tapegrad.constructors catches exactly it.
         raise conversion_error()
 
