@@ -95,11 +95,6 @@ def _record_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has
         if dropped is None:
             raise
         raise dropped.with_traceback(exc.__traceback__) from None
-    finally:
-        # Nothing records on this tape after the function (the sweep records on outer tapes):
-        # a tracer that escaped, such as a work array kept in a cache (tapegrad.buffers),
-        # computes plain values from now on instead of growing a finished tape.
-        tape.recording = None  # finished (False: paused by stop_recording): see views.write
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):

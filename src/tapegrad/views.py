@@ -139,10 +139,6 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
     """
     if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
         new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
-    if type(new) is not Tracer and target._tape.recording is None:
-        # A tracer that outlived its transform (a work array kept in a cache) written with
-        # plain values: it holds them from now on, as a constant.
-        new = target._tape.constant(new)
     if type(new) is not Tracer:
         raise GradientDroppedError(
             "an in-place update of a traced array produced an untraced value (inside "
