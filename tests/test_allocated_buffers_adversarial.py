@@ -1134,7 +1134,6 @@ def test_generator_fills_an_allocated_out_array():
     np.testing.assert_array_equal(tg.grad(f)(X4), np.random.default_rng(0).standard_normal(4))
 
 
-@pytest.mark.xfail(strict=True, reason="bytes of a constant work array refused (MemoryAttributeError) though it holds no gradient")
 def test_bytes_of_a_constant_work_array():
     # Minimal reproduction (worked before buffers.py):
     #   def f(x):

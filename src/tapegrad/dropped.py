@@ -29,7 +29,9 @@ import re
 import sys
 import threading
 from types import FrameType, TracebackType
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
 
 from .errors import GradientDroppedError, UnsupportedFunctionError
 
@@ -37,6 +39,7 @@ __all__ = [
     "MemoryAttributeError",
     "conversion_error",
     "is_conversion",
+    "memory_attribute",
     "memory_attribute_error",
     "translate",
 ]
@@ -353,9 +356,25 @@ def is_conversion(exc: BaseException) -> bool:
     return getattr(exc, "_tapegrad_conversion", False)
 
 
-def memory_attribute_error(name: str) -> MemoryAttributeError:
+#: Memory attributes that only read: a tape constant (a work array holding no traced value,
+#: tapegrad.buffers) answers them from a read-only view of its value.
+READ_ONLY_MEMORY = frozenset({"flags", "strides", "tobytes", "tofile", "dump", "dumps", "getfield"})
+
+
+def memory_attribute(tracer: Any, name: str) -> Any:
+    """``x.flags`` / ``x.strides`` / ... on a tracer: a constant's own, when they only read; else an error."""
+    if name in READ_ONLY_MEMORY:
+        value = tracer._constant()
+        if type(value) is np.ndarray:
+            view = value.view()
+            view.flags.writeable = False
+            return getattr(view, name)
+    raise memory_attribute_error(name, depth=3)
+
+
+def memory_attribute_error(name: str, depth: int = 2) -> MemoryAttributeError:
     """The error reading ``x.flags`` / ``x.strides`` / ... on a tracer raises."""
-    called, converting, user = _locate(_stack(sys._getframe(2)))
+    called, converting, user = _locate(_stack(sys._getframe(depth)))
     what = (
         "which a tapegrad tracer does not have: handing its data to compiled code would drop its "
         "gradient. " + _ADVICE

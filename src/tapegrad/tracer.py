@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin  # the less common operators, via ufuncs
 
-from .dropped import MEMORY_ATTRIBUTES, QUIET_CALLERS, conversion_error, memory_attribute_error, scalar_conversion_error
+from .dropped import MEMORY_ATTRIBUTES, QUIET_CALLERS, conversion_error, memory_attribute, scalar_conversion_error
 from .errors import GradientDroppedError
 from . import array_types
 from .array_types import as_array_type
@@ -561,7 +561,7 @@ def _memory_attribute(name: str) -> property:
     """``x.flags``, ``x.strides``, ...: an error (an AttributeError, so ``hasattr`` is False)."""
 
     def refuse(self: Tracer) -> Any:
-        raise memory_attribute_error(name)
+        return memory_attribute(self, name)  # (a tape constant's when it only reads, else an error)
 
     return property(refuse)
 
