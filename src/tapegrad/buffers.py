@@ -41,6 +41,7 @@ from __future__ import annotations
 import dis
 import sys
 import threading
+import types
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -49,7 +50,7 @@ from .errors import UnsupportedFunctionError
 from .names import function_name
 from .tracer import ROUTES, Tracer
 
-__all__ = ["ALLOCATORS", "LIBRARIES", "allocating", "call_on_constants", "constant_values", "innermost", "pop", "push",
+__all__ = ["ALLOCATORS", "LIBRARIES", "WRAPPERS", "allocating", "call_on_constants", "constant_values", "innermost", "pop", "push",
            "users_call"]
 
 #: numpy's allocating functions whose results become traced constants (see the module docstring).
@@ -144,12 +145,16 @@ def _callee_name(code: Any, offset: int) -> Optional[str]:
     return name
 
 
+#: The wrappers by name, ``WRAPPERS.numpy_zeros``: where pickle finds them (see :func:`allocating`).
+WRAPPERS = types.SimpleNamespace()
+
+
 def allocating(allocate: Callable, name: str) -> Callable:
     """``allocate`` (``numpy.<name>``, or tapegrad's wrapper of it) returning traced constants as above.
 
-    The wrapper is also this module's attribute ``numpy_<name>``, the name it pickles
-    under: a Dask graph built while a tape records holds it, and pickle finds a
-    function by its module and name (``numpy.zeros`` is NumPy's own again by then).
+    The wrapper is also ``WRAPPERS.numpy_<name>``, the name it pickles under: a Dask
+    graph built while a tape records holds it, and pickle finds a function by its
+    module and name (``numpy.zeros`` is NumPy's own again by then).
     """
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -184,10 +189,14 @@ def allocating(allocate: Callable, name: str) -> Callable:
             return out  # a library's, or compiled code's in between (a Cython module's np.empty): real memory
         return tape.constant(out)
 
-    wrapper.__name__ = wrapper.__qualname__ = f"numpy_{name}"
-    wrapper.__doc__ = f"``numpy.{name}`` while a tape records (see :mod:`tapegrad.buffers`)."
+    wrapper.__name__ = f"numpy_{name}"
+    wrapper.__qualname__ = f"WRAPPERS.numpy_{name}"
+    # NumPy's own text: numpy.ma, imported for the first time inside a window, builds its
+    # docstrings from numpy.empty's.  (Kept on WRAPPERS, not as module functions, so that
+    # doctest does not collect NumPy's examples as tapegrad's.)
+    wrapper.__doc__ = getattr(allocate, "__doc__", None)
     wrapper.__wrapped__ = allocate  # type: ignore[attr-defined]
-    globals()[wrapper.__name__] = wrapper
+    setattr(WRAPPERS, wrapper.__name__, wrapper)
     return wrapper
 
 
