@@ -11,8 +11,9 @@ Scientific NumPy code preallocates and fills::
 A plain ``np.zeros(3)`` cannot hold a traced value: NumPy copies the value's
 memory into it and the gradient is lost (tapegrad refuses that store with an
 error).  So while a tape records in this thread, ``np.zeros``, ``np.ones``,
-``np.empty``, ``np.full`` and their ``_like`` forms (of a plain prototype: a
-traced one is already handled by its rule), called from the differentiated
+``np.empty``, ``np.full``, their ``_like`` forms (of a plain prototype: a traced
+one is already handled by its rule), ``np.eye`` and ``np.identity`` (a rotation
+matrix filled entry by entry), called from the differentiated
 code, return the array they made as a *traced constant* of that tape
 (:meth:`tapegrad.tape.Tape.constant`): its derivative is zero, the same values
 flow, and every write into it (``dydt[0] = ...``, ``out[i] += ...``,
@@ -54,7 +55,7 @@ __all__ = ["ALLOCATORS", "LIBRARIES", "WRAPPERS", "allocating", "call_on_constan
            "users_call"]
 
 #: numpy's allocating functions whose results become traced constants (see the module docstring).
-ALLOCATORS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like")
+ALLOCATORS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "eye", "identity")
 
 #: Top-level packages whose own calls keep NumPy's plain arrays.
 LIBRARIES = frozenset({

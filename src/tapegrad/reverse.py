@@ -95,12 +95,27 @@ def _record_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has
         if dropped is None:
             raise
         raise dropped.with_traceback(exc.__traceback__) from None
+    if _computed(out):
+        # Nothing records on this tape any more (the sweep records on outer tapes): a value
+        # kept past the call (a cached work array, tapegrad.buffers, or what was computed
+        # from one) computes plain values from now on, and writes into it are refused
+        # (views.write).  A lazy result (a Dask-backed xarray) still computes: it records later.
+        tape.recording = None
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
         out, aux = out
     return tape, out, aux, sources, single
+
+
+def _computed(out: Any) -> bool:
+    """Whether ``out`` holds only tracers, arrays, numbers and strings: nothing that computes later."""
+    leaves, _ = flatten(out)
+    return all(
+        type(leaf) is Tracer or leaf is None or isinstance(leaf, (np.ndarray, np.generic, int, float, complex, str, bytes))
+        for leaf in leaves
+    )
 
 
 def _handle(value: Any) -> Any:
