@@ -581,16 +581,30 @@ def _solve_t(a, rhs, vector):
         return tri_solve(a, rhs, lower, trans=True)
     if vector:
         if np.ndim(rhs) == 1:
-            return np.linalg.solve(at, rhs)
+            return _columns_solved(at, rhs[:, None])[:, 0]
         if two_d:
             flat = np.reshape(rhs, (-1, np.shape(a)[-1]))
-            return np.reshape(swap_last(np.linalg.solve(at, swap_last(flat))), np.shape(rhs))
+            return np.reshape(swap_last(_columns_solved(at, swap_last(flat))), np.shape(rhs))
         return np.linalg.solve(at, rhs[..., None])[..., 0]
     if two_d and np.ndim(rhs) > 2:
         moved = np.moveaxis(rhs, -2, 0)
-        x = np.linalg.solve(at, np.reshape(moved, (np.shape(a)[-1], -1)))
+        x = _columns_solved(at, np.reshape(moved, (np.shape(a)[-1], -1)))
         return np.moveaxis(np.reshape(x, np.shape(moved)), 0, -2)
-    return np.linalg.solve(at, rhs)
+    return _columns_solved(at, rhs) if two_d and np.ndim(rhs) == 2 else np.linalg.solve(at, rhs)
+
+
+def _columns_solved(a, columns):
+    """``np.linalg.solve(a, columns)`` for one matrix and a 2-D block of right-hand sides.
+
+    LAPACK solves one right-hand side by another kernel than several (OpenBLAS's
+    triangular solve for one column rounds differently, by an ulp), while with two or
+    more every column gets the same numbers whatever their count.  So one column is
+    solved as two: a single VJP then gives exactly the numbers of the same row of a
+    Jacobian's batched sweep.
+    """
+    if np.shape(columns)[-1] == 1 and _plain(a, columns):
+        return np.linalg.solve(a, np.concatenate([columns, columns], axis=-1))[:, :1]
+    return np.linalg.solve(a, columns)
 
 
 def _solve_a(g, ans, a, b):
