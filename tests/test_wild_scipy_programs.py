@@ -1063,9 +1063,14 @@ def sparse_iterative(b):
     return np.concatenate([x[:3], y[:3]])
 
 
+# ARPACK's own random start vector (no v0) moves its last bits from call to call, which the
+# bit-for-bit checks (reuse against eager) would see: a fixed start vector.
+_EIGSH_V0 = np.linspace(1.0, 2.0, 6)
+
+
 def sparse_eigsh(w):
     A = sparse.diags([-np.ones(5), 2.0 + w, -np.ones(5)], [-1, 0, 1], format="csr")
-    vals = sparse.linalg.eigsh(A, k=2, which="SA", return_eigenvectors=False, tol=1e-14)
+    vals = sparse.linalg.eigsh(A, k=2, which="SA", return_eigenvectors=False, tol=1e-14, v0=_EIGSH_V0)
     return np.sum(vals)
 
 
