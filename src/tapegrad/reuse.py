@@ -51,6 +51,7 @@ from .reuse_guards import (
     signature,
 )
 from .reverse import (
+    PLAIN_LEAVES,
     _flat_sources,
     _handle,
     _lower_aux,
@@ -172,7 +173,7 @@ def _leaf_spec(leaf: Any, tape: Tape, what: str) -> Any:
         if leaf._tape is not tape:
             raise Refused(f"{what} holds a value traced by another tape")
         return Ref(leaf._index, leaf._out)
-    if leaf is None or isinstance(leaf, (np.ndarray, np.generic, int, float, complex, str, bytes)):
+    if leaf is None or isinstance(leaf, PLAIN_LEAVES):
         return leaf
     raise Refused(f"{what} holds a {type(leaf).__name__}, which a replay cannot rebuild")
 

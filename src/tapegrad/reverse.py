@@ -109,13 +109,14 @@ def _record_call(fun: Callable, args: tuple, kwargs: dict, argnums: ArgNums, has
     return tape, out, aux, sources, single
 
 
+#: Leaves of a function's result that are values as they stand (besides tracers and ``None``).
+PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, str, bytes)
+
+
 def _computed(out: Any) -> bool:
     """Whether ``out`` holds only tracers, arrays, numbers and strings: nothing that computes later."""
     leaves, _ = flatten(out)
-    return all(
-        type(leaf) is Tracer or leaf is None or isinstance(leaf, (np.ndarray, np.generic, int, float, complex, str, bytes))
-        for leaf in leaves
-    )
+    return all(type(leaf) is Tracer or leaf is None or isinstance(leaf, PLAIN_LEAVES) for leaf in leaves)
 
 
 def _handle(value: Any) -> Any:

@@ -137,14 +137,14 @@ def write(target: Tracer, new: Any, writer: Optional[Tracer], index: Any = Ellip
     ``index`` is the part of ``target`` that changes; ``writer`` a view through
     which the write was made (it is up to date by construction).
     """
-    if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
-        new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
     if target._tape.recording is None:  # a finished transform's (reverse._record_call): nodes may hold it
         raise GradientDroppedError(
             "an array traced by a differentiated call that has returned (a work array made by np.zeros & co. "
             "and kept in a cache or a module-level workspace) is written into; recorded calls may still read "
             "it. Write into a copy (w = w.copy()), or allocate the work array in each call."
         )
+    if type(new) is not Tracer and target.dtype.kind not in "fc" and np.result_type(new).kind not in "fc":
+        new = target._tape.constant(new)  # an integer or boolean array (array-API code): no gradient to drop
     if type(new) is not Tracer:
         raise GradientDroppedError(
             "an in-place update of a traced array produced an untraced value (inside "
